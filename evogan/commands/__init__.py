@@ -1,0 +1,1 @@
+"""One module per ``evogan`` subcommand: ``add_parser(subparsers, name)`` sets ``handler``."""

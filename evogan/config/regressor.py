@@ -1,0 +1,73 @@
+"""Configs of the 2D energy regressor: network, GA strategy, RMSprop baseline, run output."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt
+
+from evogan.config.base import StrictModel
+from evogan.config.data import DataConfig
+
+Schedule = Literal["constant", "step", "exponential"]
+
+
+class RegressorModelConfig(StrictModel):
+    """Conv2d -> ReLU -> pooling -> Linear, as in the GA study (REFERENCE.md section 5)."""
+
+    filters: PositiveInt = 8
+    kernel: PositiveInt = 5
+    pool: PositiveInt = 2
+    pooling: Literal["avg", "max"] = "avg"
+    bias: bool = True
+
+
+class GAConfig(StrictModel):
+    """Elitist (1+lambda) point-mutation strategy; defaults from Table 1 of the GA study."""
+
+    strategy: Literal["plus_lambda", "hybrid"] = "plus_lambda"
+    initial_parents: PositiveInt = 8
+    children: PositiveInt = 8
+    batch_size: PositiveInt = 128
+    epochs: PositiveInt = 30
+    mutation: Literal["add", "replace"] = "add"
+    mutation_rate: float = Field(default=0.1, gt=0, le=1)
+    mutation_power: float = Field(default=0.1, gt=0)
+    replace_sigma: float = Field(default=0.1, gt=0)
+    rate_schedule: Schedule = "step"
+    power_schedule: Schedule = "constant"
+    schedule_milestones: list[PositiveInt] = Field(default_factory=lambda: [10, 20])
+    schedule_factor: float = Field(default=0.1, gt=0, le=1)
+    schedule_gamma: float = Field(default=0.9, gt=0, le=1)
+    hybrid_steps: PositiveInt = 1
+    hybrid_lr: float = Field(default=1e-3, gt=0)
+
+
+class TrainConfig(StrictModel):
+    """Gradient baseline on the same network, data, batch and loss."""
+
+    optimizer: Literal["rmsprop"] = "rmsprop"
+    lr: float = Field(default=1e-3, gt=0)
+    epochs: PositiveInt = 30
+    batch_size: PositiveInt = 128
+
+
+class RunConfig(StrictModel):
+    """Where results go and how often progress is printed."""
+
+    root: str | None = None
+    name: str | None = None
+    progress_every: PositiveInt = 20
+
+
+class RegressorConfig(StrictModel):
+    """``task: regressor``: used by ``evogan evolve`` (GA, hybrid) and ``evogan train`` (RMSprop)."""
+
+    task: Literal["regressor"] = "regressor"
+    seed: int = 0
+    test_target_mape: list[float] = Field(default_factory=lambda: [0.10, 0.05])
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: RegressorModelConfig = Field(default_factory=RegressorModelConfig)
+    ga: GAConfig = Field(default_factory=GAConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    run: RunConfig = Field(default_factory=RunConfig)

@@ -1,0 +1,1 @@
+"""Figures (matplotlib, Agg backend): data inspection, GA-vs-RMSprop comparison, GAN validation."""

@@ -1,0 +1,17 @@
+"""Environment variables, read in one place (all carry the ``EVOGAN_`` prefix)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where generated default data is cached (``EVOGAN_CACHE_DIR``)."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "evogan"
+    return Path(os.environ.get("EVOGAN_CACHE_DIR", default))
+
+
+def populations_dir() -> Path:
+    """Default root of run directories (``EVOGAN_POPULATIONS``)."""
+    return Path(os.environ.get("EVOGAN_POPULATIONS", "populations"))
