@@ -37,6 +37,8 @@ class DataConfig(StrictModel):
     ecal_scale: float | None = Field(default=None, gt=0)
     test_fraction: float = Field(default=0.2, gt=0, lt=1)
     max_events: PositiveInt | None = None
+    train_events: PositiveInt | None = None
+    test_events: PositiveInt | None = None
     chunk_events: PositiveInt = 1000
     cell_threshold: float = Field(default=1e-6, ge=0)
     projection_axis: Literal["x", "y"] = "y"
