@@ -9,11 +9,17 @@ import importlib
 import sys
 
 from evogan import __version__
+from evogan.distributed.failure import run_guarded
 from evogan.errors import EvoganError
 
 # Subcommand name -> module in evogan.commands (imported lazily so `evogan --help` is fast).
 COMMANDS = {
     "data": "data",
+    "evolve": "evolve",
+    "train": "train",
+    "compare": "compare",
+    "validate": "validate",
+    "generate": "generate",
 }
 
 
@@ -32,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        return int(run_guarded(args.handler, args) or 0)
     except EvoganError as exc:
         print(f"evogan: error: {exc}", file=sys.stderr)
         return 2

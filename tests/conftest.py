@@ -31,7 +31,8 @@ def mpirun(
     ranks: int, args: list[str], timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python args...`` under a real ``mpirun -n ranks`` and return the finished process."""
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or shutil.which("mpirun")
+    beside_python = shutil.which("mpirun", path=str(Path(sys.executable).parent))
+    launcher = beside_python or shutil.which("mpirun")
     if launcher is None:
         pytest.fail("mpirun not found: install the test extras (pip install -e '.[test]')")
     command = [launcher, "-n", str(ranks), "--oversubscribe", sys.executable, *args]
@@ -40,7 +41,9 @@ def mpirun(
     )
 
 
-def evogan(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def evogan(
+    *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run the ``evogan`` CLI in a subprocess, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "evogan", *args],

@@ -13,7 +13,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser = subparsers.add_parser(name, help="generate and inspect calorimeter shower files")
     actions = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
-    synth = actions.add_parser("synth", help="write a synthetic GFLASH-style shower file (51x51x25)")
+    synth = actions.add_parser("synth", help="write a synthetic GFLASH-style shower file")
     synth.add_argument("--out", required=True, type=Path, help="HDF5 file to write")
     synth.add_argument("--events", required=True, type=int, help="number of showers")
     synth.add_argument(
@@ -25,10 +25,11 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
     inspect = actions.add_parser("inspect", help="summarise a shower file (any public layout)")
     inspect.add_argument("file", type=Path, help="HDF5 shower file")
-    inspect.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.add_argument("--plot", type=Path, metavar="PNG", help="write shower-shape figures")
     inspect.add_argument(
-        "--layout", default="auto", choices=["auto", "fixed25", "raw51", "processed51"],
+        "--layout", default="auto",
+        choices=["auto", "fixed25", "raw51", "processed51", "evogan"],
         help="force a layout instead of detecting it from keys and shapes",
     )
     inspect.set_defaults(handler=_inspect)
@@ -43,7 +44,8 @@ def _synth(args: argparse.Namespace) -> int:
     if not 0 < low < high:
         raise EvoganError(f"--energy-range must satisfy 0 < LO < HI, got {low:g} {high:g}")
     path = write_synthetic(args.out, args.events, (low, high), args.seed, progress=True)
-    print(f"wrote {args.events} synthetic showers ({low:g}-{high:g} GeV, seed {args.seed}) to {path}")
+    described = f"{args.events} synthetic showers ({low:g}-{high:g} GeV, seed {args.seed})"
+    print(f"wrote {described} to {path}")
     return 0
 
 

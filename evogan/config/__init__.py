@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from evogan.config.base import StrictModel, apply_overrides, dump, read_yaml, validate
 from evogan.config.data import DataConfig, SyntheticConfig
+from evogan.config.gan import Gan3dConfig, GanSpec
 from evogan.config.regressor import GAConfig, RegressorConfig, RegressorModelConfig, TrainConfig
 from evogan.errors import ConfigError
 
@@ -15,6 +16,8 @@ __all__ = [
     "TASKS",
     "DataConfig",
     "GAConfig",
+    "Gan3dConfig",
+    "GanSpec",
     "RegressorConfig",
     "RegressorModelConfig",
     "StrictModel",
@@ -24,7 +27,7 @@ __all__ = [
     "load_config",
 ]
 
-TASKS: dict[str, type[BaseModel]] = {"regressor": RegressorConfig}
+TASKS: dict[str, type[BaseModel]] = {"regressor": RegressorConfig, "gan3d": Gan3dConfig}
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> BaseModel:

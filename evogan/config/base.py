@@ -28,7 +28,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping, turning every failure into a one-line ConfigError."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist; pass a path such as configs/smoke.yaml")
+        raise ConfigError(f"config file {path} does not exist; pass e.g. configs/smoke.yaml")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -38,12 +38,13 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of keys, got {type(raw).__name__}")
+        kind = type(raw).__name__
+        raise ConfigError(f"config file {path} must hold a mapping of keys, got a {kind}")
     return raw
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides; values are parsed as YAML (``0.05``, ``[1, 2]``, ``true``)."""
+    """Apply ``a.b.c=value`` overrides; values parse as YAML (``0.05``, ``[1, 2]``, ``true``)."""
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
@@ -83,6 +84,8 @@ def _describe(model: type[BaseModel], exc: ValidationError) -> str:
         close = difflib.get_close_matches(loc[-1], allowed, n=1)
         hint = f"did you mean {'.'.join([*loc[:-1], close[0]])}? " if close else ""
         return f"unknown key {key}; {hint}allowed here: {', '.join(sorted(allowed))}{more}"
+    if first["type"] == "missing":
+        return f"missing key {key}; add it to the config{more}"
     value = first.get("input")
     message = first["msg"]
     ctx = first.get("ctx") or {}

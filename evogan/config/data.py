@@ -8,7 +8,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel
 
-Layout = Literal["auto", "fixed25", "raw51", "processed51"]
+Layout = Literal["auto", "fixed25", "raw51", "processed51", "evogan"]
 
 
 class SyntheticConfig(StrictModel):

@@ -4,18 +4,41 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel
 
 
 class ParallelConfig(StrictModel):
-    """How ranks share the work of one training (draft; owned by the data-parallel trainer)."""
+    """How ranks share the work of one training; see docs/parallel.md for choosing a mode.
+
+    ``sync``: every rank holds identical replicas of both networks and gradients are averaged
+    with all-reduce each step. ``arar`` (SAGIPS): every rank keeps its own discriminator and
+    sends its generator gradients around a ring without waiting; ``group_size`` ranks form an
+    inner ring used every step, their leaders an outer ring fed every ``outer_every`` epochs;
+    ``rma`` moves the inner ring into MPI one-sided windows.
+    """
 
     mode: Literal["sync", "arar"] = "sync"
-    group_size: PositiveInt = 1
+    group_size: PositiveInt | Literal["node"] | None = None
     outer_every: PositiveInt = 1
     rma: bool = False
     epochs: PositiveInt = 1
     steps_per_epoch: PositiveInt | None = None
+    batch_size: PositiveInt | None = None
+    shuffle: bool = True
     checkpoint_every: PositiveInt = 1
+    bucket_mb: float = Field(default=4.0, gt=0)
+    ring_depth: PositiveInt = 2
+    device: Literal["cpu", "cuda"] = "cpu"
+
+    @model_validator(mode="after")
+    def _mode_options(self) -> ParallelConfig:
+        if self.mode == "sync" and self.rma:
+            raise ValueError("rma = true needs mode = 'arar' (sync mode uses all-reduce)")
+        if self.mode == "sync" and self.group_size is not None:
+            raise ValueError(
+                f"group_size applies to mode = 'arar' only, got group_size = {self.group_size!r} "
+                "with mode = 'sync'"
+            )
+        return self

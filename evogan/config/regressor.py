@@ -41,6 +41,8 @@ class GAConfig(StrictModel):
     schedule_gamma: float = Field(default=0.9, gt=0, le=1)
     hybrid_steps: PositiveInt = 1
     hybrid_lr: float = Field(default=1e-3, gt=0)
+    hall_of_fame: PositiveInt = 1
+    eval_block: PositiveInt = 36
 
 
 class TrainConfig(StrictModel):
@@ -58,10 +60,11 @@ class RunConfig(StrictModel):
     root: str | None = None
     name: str | None = None
     progress_every: PositiveInt = 20
+    energy_bins: PositiveInt = 10
 
 
 class RegressorConfig(StrictModel):
-    """``task: regressor``: used by ``evogan evolve`` (GA, hybrid) and ``evogan train`` (RMSprop)."""
+    """``task: regressor``: for ``evogan evolve`` (GA, hybrid) and ``evogan train`` (RMSprop)."""
 
     task: Literal["regressor"] = "regressor"
     seed: int = 0

@@ -1,1 +1,45 @@
+"""The mpi4py layer: communicator layout, asynchronous rings, tags, failure propagation.
 
+Names that need MPI are imported on first use, so importing :mod:`evogan.distributed.failure`
+(as the CLI does for every command) does not start MPI in single-process commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from evogan.distributed.failure import abort_world, guard, run_guarded
+from evogan.distributed.tags import Tag
+
+_LAZY = {
+    "Layout": "comm",
+    "check_layout": "comm",
+    "host_name": "comm",
+    "split_layout": "comm",
+    "world_comm": "comm",
+    "AsyncRing": "ring",
+    "RingCounts": "ring",
+    "RmaRing": "ring",
+}
+
+__all__ = [
+    "AsyncRing",
+    "Layout",
+    "RingCounts",
+    "RmaRing",
+    "Tag",
+    "abort_world",
+    "check_layout",
+    "guard",
+    "host_name",
+    "run_guarded",
+    "split_layout",
+    "world_comm",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"evogan.distributed.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'evogan.distributed' has no attribute {name!r}")

@@ -1,0 +1,96 @@
+"""Turning showers into network inputs: 2D projections, cell scaling, energy targets.
+
+The regressor of the GA study sees a 2D image per shower: the 3D cells summed over one
+transverse axis, keeping the longitudinal development (REFERENCE.md section 5). Arrays for it
+are built by streaming the data set, so memory holds the projections only (51 x 25 floats per
+event instead of 51 x 51 x 25).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from evogan.config.data import DataConfig
+from evogan.data.reader import ShowerDataset, open_dataset
+from evogan.errors import DataError
+
+# ``log`` scaling works in units of LOG_UNIT_GEV (1 MeV), so typical cell energies (1e-6 to
+# a few GeV) land between 0 and about 9 instead of crowding near zero.
+LOG_UNIT_GEV = 1e-3
+_AXES = {"x": 1, "y": 2}
+
+
+@dataclass
+class RegressorArrays:
+    """Inputs and targets of the energy regressor, ready for ``torch.from_numpy``."""
+
+    x: np.ndarray  # float32 (n, 1, W, Z): projected (and scaled) images
+    y: np.ndarray  # float32 (n,): energy / energy_scale
+    energy: np.ndarray  # float32 (n,): primary energy in GeV
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+def project_2d(ecal: np.ndarray, axis: str = "y") -> np.ndarray:
+    """Sum (n, X, Y, Z) cells over transverse ``axis`` ("x" or "y"): (n, Y, Z) or (n, X, Z)."""
+    if axis not in _AXES:
+        raise DataError(f"projection axis must be 'x' or 'y', got {axis!r}")
+    if ecal.ndim != 4:
+        raise DataError(f"project_2d needs cells of shape (n, X, Y, Z), got {ecal.shape}")
+    return ecal.sum(axis=_AXES[axis], dtype=np.float32)
+
+
+def scale_cells(x: np.ndarray, mode: str = "none", power: float = 0.85) -> np.ndarray:
+    """Compress the dynamic range of non-negative cell energies (GeV); zeros stay zero.
+
+    - ``none``: ``x`` unchanged;
+    - ``log``: ``log1p(x / LOG_UNIT_GEV)`` = ln(1 + x / 1 MeV), monotonic and 0 at 0;
+    - ``power``: ``x ** power`` (0.85 in the 3DGAN variable-angle training).
+    """
+    if mode == "none":
+        return x
+    if mode == "log":
+        return np.log1p(x / np.float32(LOG_UNIT_GEV), dtype=np.float32)
+    if mode == "power":
+        return np.power(x, np.float32(power), dtype=np.float32)
+    raise DataError(f"cell scaling must be one of none, log, power, got {mode!r}")
+
+
+def energy_targets(energy: np.ndarray, scale: float = 100.0) -> np.ndarray:
+    """Regression targets: primary energy (GeV) / ``scale`` (the 3DGAN convention, E/100)."""
+    return (np.asarray(energy, dtype=np.float32) / np.float32(scale)).astype(np.float32)
+
+
+def regressor_arrays(cfg: DataConfig, dataset: ShowerDataset) -> RegressorArrays:
+    """Stream ``dataset`` and keep only projected, scaled images and energy targets."""
+    n = len(dataset)
+    sx, sy, depth = dataset.shape
+    width = sy if cfg.projection_axis == "x" else sx
+    x = np.empty((n, 1, width, depth), dtype=np.float32)
+    energy = np.empty(n, dtype=np.float32)
+    at = 0
+    for chunk in dataset.iter_chunks(cfg.chunk_events):
+        k = len(chunk)
+        image = project_2d(chunk.ecal, cfg.projection_axis)
+        x[at : at + k, 0] = scale_cells(image, cfg.cell_scale, cfg.power)
+        energy[at : at + k] = chunk.energy
+        at += k
+    return RegressorArrays(x, energy_targets(energy, cfg.energy_scale), energy)
+
+
+def load_regressor_data(
+    cfg: DataConfig, *, rank: int = 0, size: int = 1, announce: Callable[[str], object] = print
+) -> tuple[RegressorArrays, RegressorArrays]:
+    """(train, test) regressor arrays: this rank's block of the training set, all test events."""
+    train, test = open_dataset(cfg, announce=announce)
+    shard = train.shard(rank, size)
+    if len(shard) == 0:
+        raise DataError(
+            f"rank {rank} of {size} gets no training events: {len(train)} events cannot be "
+            f"shared by {size} ranks; use more data or fewer ranks"
+        )
+    return regressor_arrays(cfg, shard), regressor_arrays(cfg, test)

@@ -1,0 +1,159 @@
+"""Incremental, atomic HDF5 writer for calorimeter showers (synthetic data, GAN samples).
+
+File layout (any (X, Y, Z) image shape; 51 x 51 x 25 for the synthetic set):
+
+- ``ECAL`` (N, X, Y, Z) float32, visible energy per cell in GeV;
+- ``energy`` (N,) float32 primary energy in GeV; ``theta`` (N,) float32 incidence angle in rad;
+- ``sum`` (N,) float32 ECAL sum per event in GeV;
+- attributes ``producer = "evogan"``, ``ecal_units = "GeV"`` (readers apply no x50 scale),
+  ``evogan_version`` and whatever the producer adds (seed, energy range, ...).
+
+Storage choice: one event per chunk along N so a reader streaming or sampling events touches
+only the events it needs, compressed with gzip level 1 and no byte-shuffle. Measured on 512
+synthetic 2-500 GeV showers, CPU time on one core (scripts/bench_synth.py --codecs):
+
+    codec             write ms/event  read ms/event  kB/event
+    gzip-1            0.76            0.29           4.4
+    gzip-1 + shuffle  0.93            0.45           5.8
+    gzip-4            1.78            0.83           3.3
+    lzf               1.06            0.97           6.0
+    lzf + shuffle     1.21            1.10           8.0
+
+gzip-1 is the fastest compressed codec both ways for these sparse images (shuffle only helps
+smooth data); gzip-4 is 25% smaller but over twice as slow to write and read. Unlike lzf, gzip is
+readable by every HDF5 tool (h5dump, ROOT, Julia, MATLAB) without plugins.
+
+Atomicity (:func:`evogan.store.atomic.atomic_path`): events go to a hidden temporary file in the
+destination directory that replaces the destination with ``os.replace`` only when the ``with``
+block ends cleanly; any exception removes it, so a crash never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import h5py
+import numpy as np
+
+from evogan import __version__
+from evogan.errors import DataError
+from evogan.store.atomic import atomic_path
+
+COMPRESSION = "gzip"
+COMPRESSION_LEVEL = 1
+SHUFFLE = False
+
+
+def check_writable(path: Path) -> None:
+    """Raise ``DataError`` (one line) unless a file can be created at ``path``."""
+    if path.is_dir():
+        raise DataError(f"output path must be a file, but {path} is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise DataError(f"output directory must exist: {parent} does not (create it first)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DataError(f"output directory must be writable: no write permission on {parent}")
+
+
+class ShowerWriter:
+    """Append batches of showers to ``path``; the file appears only if every append succeeded.
+
+    Use as a context manager::
+
+        with ShowerWriter(out, (51, 51, 25), attrs={"seed": 0}) as writer:
+            writer.append(ecal, energy, theta)
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        shape: tuple[int, int, int],
+        *,
+        attrs: Mapping[str, Any] | None = None,
+        compression: str | None = COMPRESSION,
+        compression_opts: int | None = COMPRESSION_LEVEL,
+        shuffle: bool = SHUFFLE,
+    ) -> None:
+        self.path = Path(path)
+        self.shape = tuple(int(s) for s in shape)
+        if len(self.shape) != 3 or min(self.shape) < 1:
+            raise ValueError(f"shape must be three positive sizes (X, Y, Z), got {shape}")
+        check_writable(self.path)
+        self.attrs = dict(attrs or {})
+        self.compression = compression
+        self.compression_opts = compression_opts if compression == "gzip" else None
+        self.shuffle = shuffle and compression is not None
+        self.events = 0
+        self._file: h5py.File | None = None
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> ShowerWriter:
+        with contextlib.ExitStack() as stack:  # unwinds (file closed, temp removed) on failure
+            try:
+                tmp = stack.enter_context(atomic_path(self.path))
+            except OSError as exc:
+                raise DataError(f"cannot create a file in {self.path.parent}: {exc}") from exc
+            self._file = stack.enter_context(h5py.File(tmp, "w"))
+            self._create_datasets()
+            self._stack = stack.pop_all()
+        return self
+
+    def _create_datasets(self) -> None:
+        assert self._file is not None
+        f = self._file
+        f.attrs["producer"] = "evogan"
+        f.attrs["ecal_units"] = "GeV"
+        f.attrs["evogan_version"] = __version__
+        for key, value in self.attrs.items():
+            f.attrs[key] = value
+        filters = {"compression": self.compression, "compression_opts": self.compression_opts,
+                   "shuffle": self.shuffle}
+        f.create_dataset("ECAL", shape=(0, *self.shape), maxshape=(None, *self.shape),
+                         dtype=np.float32, chunks=(1, *self.shape), **filters)
+        for key in ("energy", "theta", "sum"):
+            f.create_dataset(key, shape=(0,), maxshape=(None,), dtype=np.float32, chunks=(4096,))
+
+    def append(
+        self, ecal: np.ndarray, energy: np.ndarray, theta: np.ndarray | float | None = None
+    ) -> None:
+        """Write a batch: ecal (n, X, Y, Z) GeV, energy (n,) GeV, theta (n,) or scalar rad."""
+        if self._file is None:
+            raise RuntimeError("ShowerWriter.append called outside its `with` block")
+        ecal = np.asarray(ecal, dtype=np.float32)
+        energy = np.asarray(energy, dtype=np.float32).reshape(-1)
+        n = energy.size
+        if ecal.shape != (n, *self.shape):
+            raise DataError(
+                f"ECAL batch must have shape ({n}, {', '.join(map(str, self.shape))}) to match "
+                f"{n} energies, got {ecal.shape}"
+            )
+        theta_arr = np.broadcast_to(
+            np.asarray(np.pi / 2 if theta is None else theta, dtype=np.float32), (n,)
+        )
+        for key, values in (("ECAL", ecal), ("energy", energy), ("theta", theta_arr)):
+            if not np.all(np.isfinite(values)):
+                raise DataError(f"{key} values must be finite, got NaN or inf in a batch of {n}")
+        total = ecal.reshape(n, -1).sum(axis=1, dtype=np.float64).astype(np.float32)
+        start, stop = self.events, self.events + n
+        for key, values in (("ECAL", ecal), ("energy", energy), ("theta", theta_arr),
+                            ("sum", total)):
+            dataset = self._file[key]
+            dataset.resize(stop, axis=0)
+            dataset[start:stop] = values
+        self.events = stop
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the file, then move it into place (clean exit) or delete it (exception)."""
+        stack, self._stack, self._file = self._stack, None, None
+        if stack is not None:
+            stack.__exit__(exc_type, exc, tb)

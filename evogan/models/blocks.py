@@ -1,0 +1,93 @@
+"""Building blocks of the spec-built 3DGAN: Keras-exact padding, seeded dropout, initialisers.
+
+Everything here is channels-first ``(N, C, X, Y, Z)``. Keras ``same`` padding with an even
+kernel puts the extra cell after the data; that and ZeroPadding3D are folded into one explicit
+``ConstantPad3d`` so PyTorch never decides where padding goes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from evogan.models.gan_shapes import same_padding
+
+
+class SeededDropout(nn.Module):
+    """Dropout whose mask comes from a given ``torch.Generator`` (reproducible per rank).
+
+    ``generator`` is set by whoever owns the random stream (the training step); without one
+    the default torch stream is used, exactly like ``nn.Dropout``.
+    """
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+        self.generator: torch.Generator | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        gen = self.generator
+        device = gen.device if gen is not None else x.device
+        keep = torch.rand(x.shape, generator=gen, device=device) >= self.p
+        return x * keep.to(x.device, x.dtype) / (1.0 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def activation(name: str, slope: float) -> nn.Module:
+    """The activation a spec names (``leaky_relu`` uses the spec's slope, Keras default 0.3)."""
+    if name == "relu":
+        return nn.ReLU()
+    if name == "leaky_relu":
+        return nn.LeakyReLU(slope)
+    return nn.Identity()
+
+
+def conv_block(
+    block,
+    in_channels: int,
+    *,
+    slope: float,
+    bn_eps: float,
+    bn_momentum: float,
+    rng: torch.Generator | None,
+) -> nn.Sequential:
+    """One spec block: [upsample] -> pad -> Conv3d -> activation -> [BN] -> [dropout]."""
+    layers: list[nn.Module] = []
+    upsample = tuple(getattr(block, "upsample", (1, 1, 1)))
+    if upsample != (1, 1, 1):
+        layers.append(nn.Upsample(scale_factor=tuple(float(u) for u in upsample), mode="nearest"))
+    pads = []  # F.pad order: last axis first -> (z_lo, z_hi, y_lo, y_hi, x_lo, x_hi)
+    for kernel, zero in zip(reversed(block.kernel), reversed(block.zero_pad), strict=True):
+        lo, hi = same_padding(kernel) if block.padding == "same" else (0, 0)
+        pads += [zero + lo, zero + hi]
+    if any(pads):
+        layers.append(nn.ConstantPad3d(tuple(pads), 0.0))
+    conv = nn.Conv3d(in_channels, block.filters, tuple(block.kernel), bias=block.bias)
+    initialise(conv, block.init, rng)
+    layers += [conv, activation(block.activation, slope)]
+    if block.batch_norm:
+        layers.append(nn.BatchNorm3d(block.filters, eps=bn_eps, momentum=bn_momentum))
+    if getattr(block, "dropout", 0.0) > 0:
+        layers.append(SeededDropout(block.dropout))
+    return nn.Sequential(*layers)
+
+
+def initialise(layer: nn.Conv3d | nn.Linear, init: str, rng: torch.Generator | None) -> None:
+    """Keras initialisers (weights) and zero biases, drawn from ``rng``."""
+    weight = layer.weight
+    with torch.no_grad():
+        if init == "he_uniform":
+            nn.init.kaiming_uniform_(weight, nonlinearity="relu", generator=rng)
+        elif init == "glorot_normal":
+            fan_in, fan_out = nn.init._calculate_fan_in_and_fan_out(weight)
+            # Keras draws a normal truncated at 2 sigma and rescales its stddev accordingly.
+            std = (2.0 / (fan_in + fan_out)) ** 0.5 / 0.87962566103423978
+            nn.init.trunc_normal_(weight, 0.0, std, -2 * std, 2 * std, generator=rng)
+        else:
+            nn.init.xavier_uniform_(weight, generator=rng)
+        if layer.bias is not None:
+            layer.bias.zero_()

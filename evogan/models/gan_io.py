@@ -1,0 +1,84 @@
+"""Self-describing 3DGAN generator files, and finding the generator of a run directory.
+
+A generator file is an :mod:`evogan.store.weights` HDF5 file whose ``meta`` holds
+``kind = "gan3d-generator"`` and the full spec as JSON, so ``evogan validate`` and
+``evogan generate`` need nothing but the file. Trainers save with :func:`save_generator`
+(the data-parallel trainer does so for its checkpoints and ``best_model.h5``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evogan.config.base import validate
+from evogan.config.gan import GanSpec
+from evogan.errors import DataError
+from evogan.models.gan3d import Generator
+from evogan.store import BEST_MODEL, load_weights, save_weights
+
+KIND = "gan3d-generator"
+
+
+def save_generator(
+    path: str | Path, spec: GanSpec, generator: Generator, meta: Mapping[str, Any] | None = None
+) -> Path:
+    """Write ``generator``'s weights (BN running statistics included) with its spec."""
+    record = {**dict(meta or {}), "kind": KIND, "spec": spec.model_dump(mode="json")}
+    return save_weights(path, generator.state_dict(), record)
+
+
+def load_generator(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[GanSpec, Generator, dict[str, Any]]:
+    """Spec, generator (in eval mode) and meta of a file written by :func:`save_generator`."""
+    state, meta = load_weights(path)
+    if meta.get("kind") != KIND or "spec" not in meta:
+        raise DataError(
+            f"{path} holds no 3DGAN generator (meta kind {meta.get('kind')!r}, expected "
+            f"{KIND!r}); pass a generator file or a gan3d run directory"
+        )
+    spec = validate(GanSpec, meta["spec"], source=f"{path} spec")
+    generator = Generator(spec)
+    try:
+        generator.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise DataError(f"{path}: weights do not match the stored spec ({first})") from None
+    return spec, generator.to(device).eval(), meta
+
+
+def find_generator(path: str | Path) -> Path:
+    """A generator file, or the generator of a run directory.
+
+    In a run directory ``best_model.h5`` wins when it is a generator; otherwise the most
+    recently written generator file anywhere below the directory (checkpoints).
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise DataError(
+            f"model {path} does not exist; pass a generator .h5 file or a run directory"
+        )
+    best = path / BEST_MODEL
+    if best.is_file() and _is_generator(best):
+        return best
+    candidates = sorted(
+        (p for p in path.rglob("*.h5") if _is_generator(p)),
+        key=lambda p: (p.stat().st_mtime, p.name),
+    )
+    if not candidates:
+        raise DataError(f"run directory {path} holds no 3DGAN generator file (*.h5 with a spec)")
+    return candidates[-1]
+
+
+def _is_generator(path: Path) -> bool:
+    try:
+        _, meta = load_weights(path)
+    except DataError:
+        return False
+    return meta.get("kind") == KIND

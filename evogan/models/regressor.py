@@ -1,0 +1,242 @@
+"""The 2D energy regressor of the GA study: Conv2d -> ReLU -> pooling -> Linear -> energy/100.
+
+A weight genome is one flat float32 vector; :class:`RegressorLayout` says which slice of it is
+which tensor, so the same genome drives the ``nn.Module`` (gradient training), the functional
+forward (hybrid steps) and :func:`batched_predict` (all candidates of a generation at once).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from evogan.config.regressor import RegressorModelConfig
+from evogan.errors import ConfigError, DataError
+
+
+@dataclass(frozen=True)
+class RegressorLayout:
+    """Shapes of the network for one input shape; checked before anything is allocated."""
+
+    input_shape: tuple[int, int, int]
+    filters: int = 8
+    kernel: int = 5
+    pool: int = 2
+    pooling: str = "avg"
+    bias: bool = True
+
+    @classmethod
+    def from_config(
+        cls, cfg: RegressorModelConfig, input_shape: tuple[int, ...]
+    ) -> RegressorLayout:
+        """Build and check the layout; a network that does not fit the input is a ConfigError."""
+        if len(input_shape) != 3:
+            raise ConfigError(f"regressor input must be (channels, H, W), got {tuple(input_shape)}")
+        layout = cls(
+            tuple(int(n) for n in input_shape), cfg.filters, cfg.kernel, cfg.pool, cfg.pooling,
+            cfg.bias,
+        )
+        _, height, width = layout.input_shape
+        if cfg.kernel > min(height, width):
+            raise ConfigError(
+                f"model.kernel must not exceed the input size {height}x{width}, got {cfg.kernel}"
+            )
+        conv_h, conv_w = layout.conv_shape
+        if cfg.pool > min(conv_h, conv_w):
+            raise ConfigError(
+                f"model.pool must not exceed the convolution output {conv_h}x{conv_w} "
+                f"(input {height}x{width}, kernel {cfg.kernel}), got {cfg.pool}"
+            )
+        return layout
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        _, height, width = self.input_shape
+        return height - self.kernel + 1, width - self.kernel + 1
+
+    @property
+    def pooled_shape(self) -> tuple[int, int]:
+        conv_h, conv_w = self.conv_shape
+        return conv_h // self.pool, conv_w // self.pool
+
+    @property
+    def features(self) -> int:
+        pooled_h, pooled_w = self.pooled_shape
+        return self.filters * pooled_h * pooled_w
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Tensor name -> shape, in genome order (names match :class:`RegressorNet`)."""
+        channels = self.input_shape[0]
+        shapes: dict[str, tuple[int, ...]] = {
+            "conv.weight": (self.filters, channels, self.kernel, self.kernel)
+        }
+        if self.bias:
+            shapes["conv.bias"] = (self.filters,)
+        shapes["linear.weight"] = (1, self.features)
+        if self.bias:
+            shapes["linear.bias"] = (1,)
+        return shapes
+
+    @property
+    def size(self) -> int:
+        """Number of weights in a genome."""
+        return sum(math.prod(shape) for shape in self.shapes.values())
+
+    def fan_in(self, name: str) -> int:
+        """Inputs feeding one unit of the layer that owns tensor ``name`` (for initialisation)."""
+        if name.startswith("conv."):
+            return self.input_shape[0] * self.kernel * self.kernel
+        return self.features
+
+    def flops_per_sample(self) -> int:
+        """Multiply-adds x 2 of the convolution and the linear layer for one event."""
+        conv_h, conv_w = self.conv_shape
+        conv = 2 * self.filters * self.input_shape[0] * self.kernel**2 * conv_h * conv_w
+        return conv + 2 * self.features
+
+    def to_meta(self) -> dict:
+        return {
+            "input_shape": list(self.input_shape), "filters": self.filters, "kernel": self.kernel,
+            "pool": self.pool, "pooling": self.pooling, "bias": self.bias,
+        }
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> RegressorLayout:
+        return cls(
+            tuple(meta["input_shape"]), meta["filters"], meta["kernel"], meta["pool"],
+            meta["pooling"], meta["bias"],
+        )
+
+
+def unflatten(layout: RegressorLayout, genomes: Tensor) -> dict[str, Tensor]:
+    """Views of a (P, size) genome tensor as (P, *shape) tensors, one per network tensor."""
+    if genomes.dim() != 2 or genomes.shape[1] != layout.size:
+        raise ValueError(f"genomes must be (P, {layout.size}), got {tuple(genomes.shape)}")
+    views, start = {}, 0
+    for name, shape in layout.shapes.items():
+        count = math.prod(shape)
+        views[name] = genomes[:, start : start + count].reshape(genomes.shape[0], *shape)
+        start += count
+    return views
+
+
+def flatten(layout: RegressorLayout, tensors: dict[str, Tensor]) -> Tensor:
+    """One genome (size,) from named tensors (a state dict of :class:`RegressorNet`)."""
+    return torch.cat([tensors[name].reshape(-1).float() for name in layout.shapes])
+
+
+class RegressorNet(nn.Module):
+    """The network as an ordinary module: RMSprop baseline, inference of a saved model."""
+
+    def __init__(self, layout: RegressorLayout) -> None:
+        super().__init__()
+        self.layout = layout
+        channels = layout.input_shape[0]
+        self.conv = nn.Conv2d(channels, layout.filters, layout.kernel, bias=layout.bias)
+        pool_cls = nn.AvgPool2d if layout.pooling == "avg" else nn.MaxPool2d
+        self.pool = pool_cls(layout.pool)
+        self.linear = nn.Linear(layout.features, 1, bias=layout.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = self.pool(F.relu(self.conv(x)))
+        return self.linear(hidden.flatten(1)).squeeze(1)
+
+    @classmethod
+    def from_genome(cls, layout: RegressorLayout, genome: Tensor) -> RegressorNet:
+        net = cls(layout)
+        views = unflatten(layout, genome.detach().reshape(1, -1))
+        net.load_state_dict({name: view[0] for name, view in views.items()})
+        return net
+
+    def genome(self) -> Tensor:
+        return flatten(self.layout, dict(self.state_dict())).detach().clone()
+
+
+def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
+    """Differentiable forward of one genome (size,) on x (B, C, H, W) -> (B,)."""
+    views = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
+    hidden = F.relu(F.conv2d(x, views["conv.weight"], views.get("conv.bias")))
+    pool = F.avg_pool2d if layout.pooling == "avg" else F.max_pool2d
+    hidden = pool(hidden, layout.pool).flatten(1)
+    return F.linear(hidden, views["linear.weight"], views.get("linear.bias")).squeeze(1)
+
+
+def batched_predict(layout: RegressorLayout, genomes: Tensor, x: Tensor, chunk: int = 4) -> Tensor:
+    """Predictions (P, B) of P genomes on x (B, C, H, W) without a loop over genomes.
+
+    Every genome sees the same input, so the image patches (im2col) of a chunk of events are
+    built once and shared: the P x filters kernels (bias as an extra column against a row of
+    ones) form one (P*filters, C*k*k+1) matrix and the convolution of all candidates is one
+    matmul. For average pooling, pooling followed by the linear layer is itself linear, so it
+    folds into one effective weight per (candidate, filter) over the convolution output and
+    the tail is one multiply-and-sum. Chunks are small enough that the convolution output stays
+    in cache between the matmul, the ReLU and the reduction.
+    """
+    views = unflatten(layout, genomes)
+    count, rows = genomes.shape[0], genomes.shape[0] * layout.filters
+    channels, kernel = layout.input_shape[0], layout.kernel
+    conv_h, conv_w = layout.conv_shape
+    positions, depth = conv_h * conv_w, channels * kernel * kernel
+    bias = int("conv.bias" in views)
+    weight = genomes.new_empty(rows, depth + bias)
+    weight[:, :depth] = views["conv.weight"].reshape(rows, depth)
+    if bias:
+        weight[:, depth] = views["conv.bias"].reshape(rows)
+    pooled_h, pooled_w = layout.pooled_shape
+    linear = views["linear.weight"].reshape(count, layout.filters, pooled_h, pooled_w)
+    if layout.pooling == "avg":
+        linear = _folded_tail(layout, linear)
+    tail = linear.reshape(rows, 1, -1)
+    events = x.shape[0]
+    chunk = max(1, min(chunk, events))
+    patches = x.new_empty(depth + bias, chunk * positions)
+    if bias:
+        patches[depth] = 1
+    per_filter = x.new_empty(rows, events)
+    for start in range(0, events, chunk):
+        part = x[start : start + chunk]
+        size = part.shape[0]
+        block = patches[:, : size * positions]
+        windows = part.unfold(2, kernel, 1).unfold(3, kernel, 1)  # (n, C, h, w, k, k)
+        block[:depth].view(channels, kernel, kernel, size, conv_h, conv_w).copy_(
+            windows.permute(1, 4, 5, 0, 2, 3)
+        )
+        hidden = torch.mm(weight, block).relu_().view(rows, size, positions)
+        if layout.pooling == "max":
+            hidden = F.max_pool2d(hidden.view(rows, size, conv_h, conv_w), layout.pool)
+            hidden = hidden.view(rows, size, -1)
+        torch.sum(hidden.mul_(tail), dim=2, out=per_filter[:, start : start + size])
+    prediction = per_filter.view(count, layout.filters, events).sum(dim=1)
+    if "linear.bias" in views:
+        prediction += views["linear.bias"].reshape(count, 1)
+    return prediction
+
+
+def _folded_tail(layout: RegressorLayout, linear: Tensor) -> Tensor:
+    """Average pooling + linear as one weight over the full convolution output (cropped rows and
+    columns that floor-mode pooling drops get weight zero)."""
+    count, filters, pooled_h, pooled_w = linear.shape
+    conv_h, conv_w = layout.conv_shape
+    pool = layout.pool
+    folded = linear.new_zeros(count, filters, conv_h, conv_w)
+    spread = linear.repeat_interleave(pool, dim=2).repeat_interleave(pool, dim=3) / pool**2
+    folded[:, :, : pooled_h * pool, : pooled_w * pool] = spread
+    return folded
+
+
+def load_regressor(path: str | Path) -> RegressorNet:
+    """A :class:`RegressorNet` from a ``best_model.h5`` written by any regressor run."""
+    from evogan.store.weights import load_weights
+
+    tensors, meta = load_weights(path)
+    if "model" not in meta:
+        raise DataError(f"{path} holds no regressor model description (meta.model missing)")
+    net = RegressorNet(RegressorLayout.from_meta(meta["model"]))
+    net.load_state_dict(tensors)
+    return net

@@ -1,0 +1,159 @@
+"""``evogan data inspect``: a physics summary of one shower file, streamed in chunks.
+
+Energy bins: the group's reference edges [2, 10, 50, 100, 200, 300, 400, 500] GeV that fall
+strictly inside the file's energy range, closed by the file's minimum and maximum energy (a
+2-500 GeV file gets exactly the reference bins). When fewer than two reference edges fall
+inside (e.g. a 100-200 GeV file), six equal-width bins span the range instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evogan.data.detector import LAYERS, layer_centres_x0
+from evogan.data.reader import ShowerDataset, open_file
+from evogan.physics import observables as obs
+
+REFERENCE_EDGES_GEV = (2.0, 10.0, 50.0, 100.0, 200.0, 300.0, 400.0, 500.0)
+FALLBACK_BINS = 6
+# Sampling fraction vs primary energy from the group's Geant4 fit (REFERENCE.md section 1).
+REFERENCE_SAMPLING_FRACTION = {
+    2.0: 0.0220, 10.0: 0.0220, 50.0: 0.0209, 100.0: 0.0202,
+    200.0: 0.0193, 400.0: 0.0184, 500.0: 0.0181,
+}
+INSPECT_CHUNK_EVENTS = 500
+
+
+@dataclass
+class Scan:
+    """Per-event observables and per-bin mean profiles of one streamed file."""
+
+    dataset: ShowerDataset
+    edges: np.ndarray
+    energy: np.ndarray
+    sampling_fraction: np.ndarray
+    shower_max: np.ndarray
+    empty_fraction: np.ndarray
+    profiles: dict[str, np.ndarray] = field(default_factory=dict)  # axis -> (bins, size) means
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def energy_edges(energy_min: float, energy_max: float) -> np.ndarray:
+    """Bin edges for a file spanning ``[energy_min, energy_max]`` GeV (module docstring)."""
+    if not energy_max > energy_min:
+        return np.array([energy_min * 0.99, energy_max * 1.01])
+    inside = [e for e in REFERENCE_EDGES_GEV if energy_min < e < energy_max]
+    if len(inside) >= 2:
+        return np.array([energy_min, *inside, energy_max])
+    return np.linspace(energy_min, energy_max, FALLBACK_BINS + 1)
+
+
+def scan_file(path: str | Path, layout: str = "auto") -> Scan:
+    """Stream ``path`` once and collect everything the report and the figures need."""
+    dataset = ShowerDataset.from_files([open_file(path, layout=layout)])
+    energy = dataset.energies()
+    edges = energy_edges(float(energy.min()), float(energy.max()))
+    depth = layer_centres_x0() if dataset.shape[2] == LAYERS else np.arange(dataset.shape[2]) + 0.5
+    nbins = len(edges) - 1
+    sums = {axis: np.zeros((nbins, n)) for axis, n in zip("xyz", dataset.shape, strict=True)}
+    parts: dict[str, list[np.ndarray]] = {"sf": [], "max": [], "empty": []}
+    for chunk in dataset.iter_chunks(INSPECT_CHUNK_EVENTS):
+        parts["sf"].append(obs.sampling_fraction(chunk.ecal, chunk.energy))
+        parts["max"].append(obs.shower_max_depth_x0(chunk.ecal, depth))
+        parts["empty"].append(obs.empty_cell_fraction(chunk.ecal))
+        bins = _bin_of(chunk.energy, edges)
+        for axis in "xyz":
+            np.add.at(sums[axis], bins, obs.profile(chunk.ecal, axis))
+    counts = np.bincount(_bin_of(energy, edges), minlength=nbins)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        profiles = {axis: s / counts[:, None] for axis, s in sums.items()}
+    return Scan(
+        dataset, edges, energy, np.concatenate(parts["sf"]), np.concatenate(parts["max"]),
+        np.concatenate(parts["empty"]), profiles, counts,
+    )
+
+
+def inspect_file(path: str | Path, layout: str = "auto") -> dict[str, Any]:
+    """The JSON-ready summary of ``path``: counts, energy range, sampling fraction and shower
+    maximum per energy bin, sparsity."""
+    scan = scan_file(path, layout)
+    source = open_file(path, layout=layout)
+    return {
+        "file": str(path),
+        "layout": scan.dataset.layout,
+        "particle": source.particle,
+        "shape": list(scan.dataset.shape),
+        "ecal_scale": source.layout.ecal_scale,
+        "events": len(scan.dataset),
+        "energy_min": float(scan.energy.min()),
+        "energy_max": float(scan.energy.max()),
+        "sampling_fraction": _binned(scan.sampling_fraction, scan.energy, scan.edges),
+        "shower_max": _binned(scan.shower_max, scan.energy, scan.edges),
+        "shower_max_unit": "X0" if scan.dataset.shape[2] == LAYERS else "layers",
+        "empty_cell_fraction": float(scan.empty_fraction.mean()),
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A readable text version of :func:`inspect_file`'s report."""
+    shape = "x".join(map(str, report["shape"]))
+    lines = [
+        f"file              {report['file']}",
+        f"layout            {report['layout']} (cells {shape}, stored x {report['ecal_scale']:g}"
+        f" = GeV{', particle ' + report['particle'] if report.get('particle') else ''})",
+        f"events            {report['events']}",
+        f"primary energy    {report['energy_min']:.2f} - {report['energy_max']:.2f} GeV",
+        f"empty cells       {100 * report['empty_cell_fraction']:.2f} %",
+        "",
+        f"{'energy bin (GeV)':>18}  {'events':>7}  {'sampling fraction':>19}  "
+        f"{'ref':>6}  {'shower max (' + report.get('shower_max_unit', 'X0') + ')':>16}",
+    ]
+    for sf, smax in zip(report["sampling_fraction"], report["shower_max"], strict=True):
+        span = f"{sf['energy_lo']:.1f} - {sf['energy_hi']:.1f}"
+        ref = reference_sampling_fraction(0.5 * (sf["energy_lo"] + sf["energy_hi"]))
+        lines.append(
+            f"{span:>18}  {sf['count']:>7}  {_pm(sf, 4):>19}  {ref:>6.4f}  {_pm(smax, 2):>16}"
+        )
+    lines.append("(ref: Geant4 sampling fraction at the bin centre, interpolated)")
+    return "\n".join(lines)
+
+
+def reference_sampling_fraction(energy: float) -> float:
+    """The Geant4 reference sampling fraction at ``energy`` GeV (linear interpolation)."""
+    points = sorted(REFERENCE_SAMPLING_FRACTION.items())
+    return float(np.interp(energy, [p[0] for p in points], [p[1] for p in points]))
+
+
+def _bin_of(energy: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    return np.clip(np.searchsorted(edges, energy, side="right") - 1, 0, len(edges) - 2)
+
+
+def _binned(values: np.ndarray, energy: np.ndarray, edges: np.ndarray) -> list[dict[str, Any]]:
+    ok = np.isfinite(values)  # an empty event has no shower maximum
+    stats = obs.binned_mean(values[ok], energy[ok], edges)
+    return [
+        {
+            "energy_lo": float(edges[i]),
+            "energy_hi": float(edges[i + 1]),
+            "mean": _number(stats.mean[i]),
+            "std": _number(stats.std[i]),
+            "count": int(stats.count[i]),
+        }
+        for i in range(len(edges) - 1)
+    ]
+
+
+def _number(value: float) -> float | None:
+    """JSON has no NaN: an empty bin's statistics are null."""
+    return None if not math.isfinite(value) else float(value)
+
+
+def _pm(row: dict[str, Any], digits: int) -> str:
+    if row["mean"] is None:
+        return "-"
+    return f"{row['mean']:.{digits}f} ± {row['std']:.{digits}f}"

@@ -1,0 +1,161 @@
+"""The GA study's problem: evolve the weights of the 2D energy regressor, fitness = MAPE.
+
+All candidates of a generation are scored in one call of
+:func:`evogan.models.regressor.batched_predict` on the same minibatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from evogan.config.regressor import RegressorConfig
+from evogan.errors import ConfigError
+from evogan.evolution.operators import point_mutation, replace_mutation
+from evogan.evolution.problem import DifferentiableProblem, GenerationContext
+from evogan.models.regressor import (
+    RegressorLayout,
+    batched_predict,
+    functional_forward,
+    unflatten,
+)
+
+if TYPE_CHECKING:
+    from evogan.data.transforms import RegressorArrays
+
+Batch = tuple[Tensor, Tensor]
+
+
+@dataclass
+class RegressorData:
+    """Tensors of one split: images x (n, C, H, W), targets y = energy/scale, energy in GeV."""
+
+    x: Tensor
+    y: Tensor
+    energy: Tensor
+
+    @classmethod
+    def from_arrays(cls, arrays: RegressorArrays) -> RegressorData:
+        """From :class:`evogan.data.transforms.RegressorArrays` (numpy)."""
+        return cls(
+            torch.as_tensor(np.ascontiguousarray(arrays.x), dtype=torch.float32),
+            torch.as_tensor(np.asarray(arrays.y), dtype=torch.float32),
+            torch.as_tensor(np.asarray(arrays.energy), dtype=torch.float32),
+        )
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+
+def mape(prediction: Tensor, target: Tensor) -> Tensor:
+    """Mean absolute percentage error as a fraction, over the last axis (0.05 means 5%)."""
+    return ((prediction - target).abs() / target.abs()).mean(dim=-1)
+
+
+def load_and_check(
+    cfg: RegressorConfig,
+    batch_size: int,
+    announce: Callable[[str], object] = print,
+    batch_key: str = "ga.batch_size",
+) -> tuple[RegressorLayout, RegressorData, RegressorData]:
+    """Load the data and check every setting against it, before any run directory exists."""
+    from evogan.data.transforms import load_regressor_data
+
+    train_arrays, test_arrays = load_regressor_data(cfg.data, rank=0, size=1, announce=announce)
+    train, test = RegressorData.from_arrays(train_arrays), RegressorData.from_arrays(test_arrays)
+    if batch_size > len(train):
+        raise ConfigError(
+            f"{batch_key} must not exceed the {len(train)} training events, got {batch_size}; "
+            "lower the batch size or use more data (data.train_events)"
+        )
+    if len(test) == 0:
+        raise ConfigError("the test set is empty; raise data.test_events or data.test_fraction")
+    layout = RegressorLayout.from_config(cfg.model, tuple(train.x.shape[1:]))
+    return layout, train, test
+
+
+class RegressorProblem(DifferentiableProblem):
+    """Weights of :class:`~evogan.models.regressor.RegressorNet` as genomes (rows of a tensor).
+
+    Initial genomes draw each weight from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with biases 0
+    (Table 1 of the GA study). Mutation is point mutation (``add``) or redrawing (``replace``).
+    ``eval_block`` (event, genome) pairs go through the network per block (cache blocking).
+    Minibatches are a fresh permutation of the training set every epoch, full batches only, so
+    every generation's fitness is over the same number of events.
+    """
+
+    def __init__(
+        self,
+        layout: RegressorLayout,
+        train: RegressorData,
+        *,
+        batch_size: int = 128,
+        mutation: str = "add",
+        replace_sigma: float = 0.1,
+        eval_block: int = 36,
+    ) -> None:
+        if not 1 <= batch_size <= len(train):
+            raise ConfigError(
+                f"batch size must be between 1 and the {len(train)} training events, "
+                f"got {batch_size}"
+            )
+        if mutation not in ("add", "replace"):
+            raise ConfigError(f"mutation must be 'add' or 'replace', got {mutation!r}")
+        self.layout = layout
+        self.train = train
+        self.batch_size = batch_size
+        self.mutation = mutation
+        self.replace_sigma = replace_sigma
+        self.eval_block = eval_block
+
+    def initial_genomes(self, count: int, generator: torch.Generator) -> Tensor:
+        genomes = torch.zeros(count, self.layout.size)
+        for name, view in unflatten(self.layout, genomes).items():
+            if name.endswith(".bias"):
+                continue
+            bound = self.layout.fan_in(name) ** -0.5
+            draw = torch.rand(view.shape, generator=generator) * (2 * bound) - bound
+            view.copy_(draw)
+        return genomes
+
+    def mutate(
+        self, parent: Tensor, count: int, generator: torch.Generator, context: GenerationContext
+    ) -> Tensor:
+        if self.mutation == "replace":
+            return replace_mutation(parent, count, context.rate, self.replace_sigma, generator)
+        return point_mutation(parent, count, context.rate, context.power, generator)
+
+    def evaluate(self, genomes: Tensor, batch: Batch) -> Tensor:
+        x, y = batch
+        with torch.no_grad():
+            return mape(batched_predict(self.layout, genomes, x, self._chunk(genomes)), y)
+
+    def loss(self, genome: Tensor, batch: Batch) -> Tensor:
+        x, y = batch
+        return mape(functional_forward(self.layout, genome, x), y)
+
+    def batches(self, epoch: int, generator: torch.Generator) -> Iterator[Batch]:
+        order = torch.randperm(len(self.train), generator=generator)
+        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):
+            index = order[start : start + self.batch_size]
+            yield self.train.x[index], self.train.y[index]
+
+    def reference_fitness(self, genomes: Tensor) -> Tensor:
+        """MAPE on the whole training set: the hall of fame compares elites on this."""
+        return self.evaluate(genomes, (self.train.x, self.train.y))
+
+    def predict(self, genome: Tensor, x: Tensor) -> Tensor:
+        """Network output (energy / scale) of one genome on x."""
+        with torch.no_grad():
+            genomes = genome.reshape(1, -1)
+            return batched_predict(self.layout, genomes, x, self._chunk(genomes))[0]
+
+    def _chunk(self, genomes: Tensor) -> int:
+        """Events per block: ``eval_block`` (event, genome) pairs keep the convolution output
+        of a block cache-sized whether 9 candidates or 1 elite are scored."""
+        return max(1, self.eval_block // genomes.shape[0])

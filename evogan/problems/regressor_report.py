@@ -1,0 +1,181 @@
+"""What every regressor run (GA, hybrid, RMSprop) writes: metrics, progress, model, summary.
+
+One module for all methods, so ``evogan compare`` reads the same fields from every run.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from evogan.config import dump
+from evogan.config.regressor import RegressorConfig
+from evogan.models.regressor import RegressorLayout, RegressorNet
+from evogan.store import BEST_MODEL, MetricsWriter, RunDir, save_weights
+
+
+def target_key(target: float) -> str:
+    """``0.10 -> "seconds_to_mape_10"`` (targets are fractions, keys name percent)."""
+    return f"seconds_to_mape_{100 * target:g}"
+
+
+def energy_response(
+    true_energy: Tensor | np.ndarray, predicted_energy: Tensor | np.ndarray, bins: int = 10
+) -> list[dict[str, float]]:
+    """Per equal-width bin of true energy: mean true / predicted energy (with its std) and the
+    relative error |pred - true| / true (mean and std, fractions); empty bins are left out."""
+    true = np.asarray(true_energy, dtype=np.float64)
+    pred = np.asarray(predicted_energy, dtype=np.float64)
+    edges = np.linspace(true.min(), true.max(), bins + 1)
+    which = np.clip(np.searchsorted(edges, true, side="right") - 1, 0, bins - 1)
+    rows = []
+    for index in range(bins):
+        mask = which == index
+        if not mask.any():
+            continue
+        rel = np.abs(pred[mask] - true[mask]) / true[mask]
+        rows.append(
+            {
+                "low": float(edges[index]),
+                "high": float(edges[index + 1]),
+                "count": int(mask.sum()),
+                "true_mean": float(true[mask].mean()),
+                "pred_mean": float(pred[mask].mean()),
+                "pred_std": float(pred[mask].std()),
+                "relative_error": float(rel.mean()),
+                "relative_error_std": float(rel.std()),
+                "bias": float(((pred[mask] - true[mask]) / true[mask]).mean()),
+            }
+        )
+    return rows
+
+
+def seconds_to_targets(epochs: list[dict[str, Any]], targets: list[float]) -> dict[str, Any]:
+    """Training seconds at the first epoch whose test MAPE reached each target (None if never)."""
+    reached: dict[str, Any] = {}
+    for target in targets:
+        hit = next(
+            (r for r in epochs if r.get("test_mape") is not None and r["test_mape"] <= target),
+            None,
+        )
+        reached[target_key(target)] = None if hit is None else hit["train_seconds"]
+    return reached
+
+
+class Progress:
+    """Metrics to JSONL plus a progress line every ``every`` generations/steps and each epoch."""
+
+    def __init__(
+        self, writer: MetricsWriter, epochs: int, every: int, unit: str = "gen",
+        stream: Any = None,
+    ) -> None:
+        self.writer = writer
+        self.unit = unit
+        self.epochs = epochs
+        self.every = every
+        self.stream = stream or sys.stdout
+        self.test_mape: float | None = None
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        self.writer.write(record)
+        if record["kind"] == "epoch":
+            self.test_mape = record.get("test_mape")
+            self._print(
+                f"epoch {record['epoch'] + 1}/{self.epochs} | "
+                f"train {_fmt(record.get('reference_fitness'))} | "
+                f"test MAPE {_fmt(self.test_mape)} | {record['train_seconds']:.1f} s"
+            )
+        elif record["generation"] % self.every == 0:
+            rate = (record["generation"] + 1) / max(record["train_seconds"], 1e-12)
+            self._print(
+                f"{self.unit} {record['generation']} | epoch {record['epoch'] + 1}/{self.epochs} | "
+                f"best {_fmt(record['best'])} | test MAPE {_fmt(self.test_mape)} | "
+                f"{rate:.1f} {self.unit}/s | {record['evaluations_per_s']:.0f} evals/s"
+            )
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def epoch_test_mape(
+    predict: Callable[[Tensor], Tensor], test_x: Tensor, test_y: Tensor
+) -> dict[str, float]:
+    """Epoch report: test MAPE of a model (``predict`` maps x to energy / scale)."""
+    with torch.no_grad():
+        prediction = predict(test_x)
+    return {"test_mape": float(((prediction - test_y).abs() / test_y.abs()).mean())}
+
+
+def start_run(
+    cfg: RegressorConfig, method: str, run_dir: str | None
+) -> tuple[RunDir, MetricsWriter]:
+    """Create the run directory (after all checks passed) and write the resolved config."""
+    run = RunDir.create(method, root=cfg.run.root, name=cfg.run.name, path=run_dir)
+    run.write_config(dump(cfg))
+    return run, run.metrics_writer()
+
+
+def finish_run(
+    run: RunDir,
+    cfg: RegressorConfig,
+    *,
+    method: str,
+    layout: RegressorLayout,
+    best: Tensor,
+    best_fitness: float,
+    test_energy: Tensor,
+    test_prediction: Tensor,
+    epochs: list[dict[str, Any]],
+    generations: int,
+    evaluations: int,
+    train_seconds: float,
+    wall_seconds: float,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Save the best model and write ``summary.json``; returns the summary.
+
+    For gradient runs ``generations`` counts optimiser steps and ``evaluations`` minibatch
+    forward passes of the one model, the closest analogues.
+    """
+    scale = cfg.data.energy_scale
+    test_y = test_energy / scale
+    net = RegressorNet.from_genome(layout, best)
+    save_weights(
+        run.file(BEST_MODEL),
+        net.state_dict(),
+        {"model": layout.to_meta(), "method": method, "fitness": best_fitness,
+         "energy_scale": scale},
+    )
+    summary = {
+        "method": method,
+        "test_mape": float(((test_prediction - test_y).abs() / test_y).mean()),
+        "best_fitness": best_fitness,
+        "epochs": len(epochs),
+        "generations": generations,
+        "evaluations": evaluations,
+        "train_seconds": train_seconds,
+        "wall_seconds": wall_seconds,
+        "generations_per_s": generations / max(train_seconds, 1e-12),
+        "evaluations_per_s": evaluations / max(train_seconds, 1e-12),
+        **(extra or {}),
+        **seconds_to_targets(epochs, list(cfg.test_target_mape)),
+        "params": layout.size,
+        "seed": cfg.seed,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "energy_response": energy_response(
+            test_energy, test_prediction * scale, cfg.run.energy_bins
+        ),
+    }
+    run.write_summary(summary)
+    return summary

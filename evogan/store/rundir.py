@@ -1,0 +1,120 @@
+"""Run directories: one per ``evogan evolve``/``train``/``search`` run, under ``populations/``.
+
+Layout (files are written atomically; metrics are appended line by line)::
+
+    RUN/config.yaml      resolved config
+    RUN/metrics.jsonl    one record per generation / epoch
+    RUN/best_model.h5    best weights (HDF5, see evogan.store.weights)
+    RUN/summary.json     final numbers of the run
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from evogan.errors import EvoganError
+from evogan.settings import populations_dir
+from evogan.store.atomic import atomic_write
+from evogan.store.metrics import MetricsWriter, read_metrics, to_json
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+SUMMARY = "summary.json"
+BEST_MODEL = "best_model.h5"
+
+
+class RunDir:
+    """A run directory; construct with :meth:`create` (new run) or :meth:`open` (read one)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def create(
+        cls,
+        method: str,
+        root: str | Path | None = None,
+        name: str | None = None,
+        path: str | Path | None = None,
+    ) -> RunDir:
+        """Make a new, empty run directory.
+
+        ``path`` wins; otherwise ``root/name`` with ``root`` defaulting to
+        :func:`evogan.settings.populations_dir` and ``name`` to ``METHOD-YYYYmmdd-HHMMSS``
+        (a numeric suffix keeps concurrent runs apart). An explicit directory that already
+        holds files is refused so that no earlier run is overwritten.
+        """
+        if path is None:
+            base = Path(root) if root is not None else populations_dir()
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+            target = base / (name or f"{method}-{stamp}")
+            if name is None:
+                suffix = 1
+                while target.exists():
+                    suffix += 1
+                    target = base / f"{method}-{stamp}-{suffix}"
+        else:
+            target = Path(path)
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise EvoganError(
+                f"run directory {target} already exists and is not empty; "
+                "choose a new --run-dir / run.name or remove it"
+            )
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EvoganError(f"cannot create run directory {target}: {exc.strerror}") from None
+        return cls(target)
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        """An existing run directory (must hold a summary or metrics)."""
+        run = cls(path)
+        if not run.path.is_dir():
+            raise EvoganError(f"run directory {run.path} does not exist")
+        if not (run.file(SUMMARY).is_file() or run.file(METRICS).is_file()):
+            raise EvoganError(
+                f"{run.path} is not an evogan run directory (no {SUMMARY} or {METRICS})"
+            )
+        return run
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def write_text(self, name: str, text: str) -> Path:
+        return atomic_write(self.file(name), text)
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        """Strict JSON (NaN/inf become null), written atomically."""
+        return atomic_write(self.file(name), to_json(obj, indent=2) + "\n")
+
+    def read_json(self, name: str) -> Any:
+        path = self.file(name)
+        if not path.is_file():
+            raise EvoganError(f"{path} does not exist; did the run finish?")
+        return json.loads(path.read_text())
+
+    def write_config(self, text: str) -> Path:
+        return self.write_text(CONFIG, text)
+
+    def metrics_writer(self) -> MetricsWriter:
+        return MetricsWriter(self.file(METRICS))
+
+    def metrics(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return read_metrics(self.file(METRICS), kind) if self.file(METRICS).is_file() else []
+
+    def write_summary(self, summary: dict[str, Any]) -> Path:
+        return self.write_json(SUMMARY, summary)
+
+    def summary(self) -> dict[str, Any]:
+        return self.read_json(SUMMARY)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"

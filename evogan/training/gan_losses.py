@@ -1,0 +1,68 @@
+"""3DGAN losses as in the Keras originals: BCE with label flips, MAPE, MAE, weighted sum.
+
+MAPE is in percent (Keras ``mean_absolute_percentage_error``) because the published loss
+weights [3, 0.1, 25, 0.1] were tuned against that scale.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from evogan.config.gan import LossWeights
+
+_EPS = 1e-7  # Keras K.epsilon(): floor of |target| in MAPE
+
+
+def flipped_labels(
+    value: float,
+    n: int,
+    flip: float,
+    rng: torch.Generator,
+    device: torch.device | str,
+    shard: tuple[int, int] = (0, 1),
+) -> torch.Tensor:
+    """``n`` labels equal to ``value`` with each flipped (1 - value) with probability ``flip``.
+
+    ``shard = (index, count)``: draw for ``count * n`` samples and keep block ``index``, so the
+    data-parallel ranks together draw exactly what one process with the whole batch draws.
+    """
+    labels = torch.full((n,), float(value))
+    if flip > 0:
+        draws = torch.rand(n * shard[1], generator=rng, device=rng.device)
+        flips = draws[shard[0] * n : (shard[0] + 1) * n].cpu() < flip
+        labels = torch.where(flips, 1.0 - labels, labels)
+    return labels.to(device)
+
+
+def bce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of a sigmoid output, computed from its logit."""
+    return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+def mape(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean absolute percentage error, in percent."""
+    return 100.0 * ((prediction - target).abs() / target.abs().clamp_min(_EPS)).mean()
+
+
+def mae(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean absolute error."""
+    return (prediction - target).abs().mean()
+
+
+def gan_loss(
+    outputs: dict[str, torch.Tensor],
+    labels: torch.Tensor,
+    targets: dict[str, torch.Tensor],
+    weights: LossWeights,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Weighted sum over the heads the discriminator has; also returns each term unweighted."""
+    parts = {"real_fake": bce(outputs["real_fake"], labels)}
+    if "energy" in outputs:
+        parts["energy"] = mape(outputs["energy"], targets["energy"])
+    if "ecal_sum" in outputs:
+        parts["ecal_sum"] = mape(outputs["ecal_sum"], targets["ecal_sum"])
+    if "angle" in outputs:
+        parts["angle"] = mae(outputs["angle"], targets["angle"])
+    total = sum(getattr(weights, name) * value for name, value in parts.items())
+    return total, parts

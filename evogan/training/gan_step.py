@@ -1,0 +1,171 @@
+"""One 3DGAN training step, split so a data-parallel trainer can exchange gradients.
+
+``discriminator_grads`` and ``generator_grads`` only fill ``.grad``; the caller steps the
+optimisers (``train_step`` does it for a single process). This follows the Keras originals
+(REFERENCE.md section 4): the discriminator sees a real and a generated batch (separate
+forward passes, so each keeps its own batch-norm statistics) with real/fake labels flipped with
+probability ``spec.label_flip``, regresses E/100 (MAPE), and has fixed heads for the ECAL sum
+(MAPE) and the measured angle (MAE); the generator is then trained ``spec.generator_steps``
+times against "real" labels, with the same energies, angles and ECAL-sum targets. Two
+documented differences from Keras: the two discriminator halves are averaged into one update
+instead of two, and generated images for the discriminator come from the generator in
+training mode (batch statistics) rather than from its moving averages.
+
+Cells enter in GeV; ``to_network`` / ``to_gev`` apply and undo the spec's cell
+transform (``(cell_scale * GeV) ** cell_power``), the same functions generation uses
+(:mod:`evogan.models.gan3d`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from evogan.config.gan import GanSpec
+from evogan.errors import EvoganError
+from evogan.models.gan3d import Discriminator, Generator, make_latent, missing_theta, to_network
+from evogan.training.gan_losses import flipped_labels, gan_loss
+
+
+class GanStep:
+    """Gradients and updates of one 3DGAN, on one process (see the module docstring)."""
+
+    def __init__(
+        self,
+        spec: GanSpec,
+        generator: Generator,
+        discriminator: Discriminator,
+        generator_rng: torch.Generator,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.spec = spec
+        self.device = torch.device(device)
+        self.generator = generator.to(self.device)
+        self.discriminator = discriminator.to(self.device)
+        self.rng = generator_rng
+        self.shard = (0, 1)  # (rank, ranks) of a synchronous data-parallel run; see make_latent
+        self.discriminator.set_dropout_generator(generator_rng)
+        options = {"alpha": spec.rmsprop_alpha, "eps": spec.rmsprop_eps}
+        self.g_optimizer = torch.optim.RMSprop(generator.parameters(), lr=spec.g_lr, **options)
+        self.d_optimizer = torch.optim.RMSprop(discriminator.parameters(), lr=spec.d_lr, **options)
+        self._last_real_sum: torch.Tensor | None = None
+
+    def to_network(self, ecal_gev: torch.Tensor) -> torch.Tensor:
+        """Real cells in GeV (tensor or numpy) -> discriminator input on this step's device."""
+        return to_network(self.spec, self._cells(ecal_gev))
+
+    def discriminator_grads(
+        self, real_ecal: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None
+    ) -> dict[str, float]:
+        """Zero the discriminator's grads and backpropagate its loss; no optimiser step."""
+        real = self.to_network(real_ecal)
+        energy, theta = self._conditions(energy, theta, real.shape[0])
+        targets = self._targets(energy, theta, real_ecal)
+        self._last_real_sum = targets["ecal_sum"]
+        with torch.no_grad():
+            self.generator.train()
+            fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
+        self.discriminator.train()
+        self.d_optimizer.zero_grad(set_to_none=True)
+        flip, n = self.spec.label_flip, real.shape[0]
+        metrics: dict[str, float] = {}
+        total = torch.zeros((), device=self.device)
+        for name, images, label in (("real", real, 1.0), ("fake", fake, 0.0)):
+            labels = flipped_labels(label, n, flip, self.rng, self.device, self.shard)
+            loss, parts = gan_loss(
+                self.discriminator(images), labels, targets, self.spec.loss_weights
+            )
+            total = total + 0.5 * loss
+            metrics[f"d_{name}_loss"] = float(loss.detach())
+            for key, value in parts.items():
+                metrics[f"d_{key}"] = metrics.get(f"d_{key}", 0.0) + 0.5 * float(value.detach())
+        total.backward()
+        metrics["d_loss"] = float(total.detach())
+        return metrics
+
+    def generator_grads(
+        self,
+        batch_size: int,
+        energy: torch.Tensor,
+        theta: torch.Tensor | None,
+        ecal_sum: torch.Tensor | None = None,
+    ) -> dict[str, float]:
+        """Zero the generator's grads and backpropagate its loss; no optimiser step.
+
+        ``ecal_sum`` is the ECAL-sum target in network cell units (``cell_scale`` x GeV);
+        by default the sums of the real batch last given to :meth:`discriminator_grads`, as the
+        original pairs every generator update with the preceding real batch.
+        """
+        energy, theta = self._conditions(energy, theta, batch_size)
+        if ecal_sum is None:
+            ecal_sum = self._last_real_sum
+            if ecal_sum is None or ecal_sum.shape[0] != batch_size:
+                raise EvoganError(
+                    "generator_grads needs the ECAL-sum targets of a real batch of the same size: "
+                    "call discriminator_grads first or pass ecal_sum"
+                )
+        targets = {"energy": energy / self.spec.conditioning.energy_scale, "ecal_sum": ecal_sum}
+        if theta is not None:
+            targets["angle"] = theta
+        self.generator.train()
+        self.discriminator.train()
+        self.g_optimizer.zero_grad(set_to_none=True)
+        frozen = [p for p in self.discriminator.parameters() if p.requires_grad]
+        for p in frozen:
+            p.requires_grad_(False)
+        try:
+            fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
+            labels = torch.ones(batch_size, device=self.device)
+            loss, parts = gan_loss(
+                self.discriminator(fake), labels, targets, self.spec.loss_weights
+            )
+            loss.backward()
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
+        metrics = {f"g_{key}": float(value.detach()) for key, value in parts.items()}
+        metrics["g_loss"] = float(loss.detach())
+        return metrics
+
+    def train_step(
+        self, real_ecal: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None
+    ) -> dict[str, float]:
+        """Single process: discriminator update, then ``generator_steps`` generator updates."""
+        metrics = self.discriminator_grads(real_ecal, energy, theta)
+        self.d_optimizer.step()
+        steps = self.spec.generator_steps
+        for _ in range(steps):
+            g_metrics = self.generator_grads(len(real_ecal), energy, theta)
+            self.g_optimizer.step()
+            for key, value in g_metrics.items():
+                metrics[key] = metrics.get(key, 0.0) + value / steps
+        return metrics
+
+    def _conditions(
+        self, energy: torch.Tensor, theta: torch.Tensor | None, n: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        energy = torch.as_tensor(energy, dtype=torch.float32).reshape(-1).to(self.device)
+        if energy.shape[0] != n:
+            raise EvoganError(f"energy must hold one value per shower ({n}), got {energy.shape[0]}")
+        if not self.spec.conditioning.angle:
+            return energy, None
+        if theta is None:
+            raise missing_theta(self.spec)
+        theta = torch.as_tensor(theta, dtype=torch.float32).reshape(-1).to(self.device)
+        if theta.shape[0] != n:
+            raise EvoganError(f"theta must hold one value per shower ({n}), got {theta.shape[0]}")
+        return energy, theta
+
+    def _cells(self, ecal: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(ecal).to(self.device, torch.float32)
+
+    def _targets(
+        self, energy: torch.Tensor, theta: torch.Tensor | None, real_ecal: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        cells = self._cells(real_ecal).clamp_min(0.0)
+        targets = {
+            "energy": energy / self.spec.conditioning.energy_scale,
+            "ecal_sum": cells.sum(dim=(1, 2, 3)) * self.spec.cell_scale,
+        }
+        if theta is not None:
+            targets["angle"] = theta
+        return targets

@@ -1,0 +1,300 @@
+"""Data-parallel 3DGAN training over MPI: ``mpirun -n N evogan train configs/gan3d.yaml``.
+
+Every rank trains on its own contiguous shard of the training events. ``trainer.mode`` picks
+how ranks combine their work (:mod:`evogan.training.data_parallel`): ``sync`` averages the
+gradients of identical replicas of both networks every step; ``arar`` (SAGIPS) keeps one
+discriminator per rank and passes generator gradients around rings without waiting.
+
+Random streams come from the root seed: in sync mode all ranks share one step stream and each
+uses its block of every global draw (``GanStep.shard``), so R ranks with batch b draw exactly
+what one process with batch R*b draws; in arar mode every rank has its own stream and its own
+discriminator initialisation. Ranks meet once per epoch (metrics, checkpoint), never per step
+in arar mode.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from mpi4py import MPI
+
+from evogan import __version__
+from evogan.config.base import dump
+from evogan.config.gan import Gan3dConfig, GanSpec
+from evogan.config.parallel import ParallelConfig
+from evogan.distributed.comm import Layout, split_layout
+from evogan.errors import EvoganError
+from evogan.evolution.seeding import torch_generator
+from evogan.models.gan3d import Discriminator, Generator, build_models
+from evogan.models.gan_io import save_generator
+from evogan.store import BEST_MODEL, CONFIG, RunDir, save_weights
+from evogan.training import gan_checkpoint as ckpt
+from evogan.training.data_parallel import (
+    GradientExchange,
+    RingExchange,
+    SyncAllreduce,
+    average_tensors,
+    broadcast_parameters,
+)
+from evogan.training.gan_loop import StepInfo, float_buffers, rank_state, run_epochs
+from evogan.training.gan_step import GanStep
+
+ENSEMBLE = "generators"
+DISCRIMINATOR = "discriminator.h5"
+MANIFEST = "manifest.json"
+
+
+class ParallelGanStep:
+    """A :class:`GanStep` on one rank plus the gradient exchanges its mode needs.
+
+    The order of :meth:`GanStep.train_step` (one discriminator update, then
+    ``generator_steps`` generator updates) with an exchange between every backward pass and
+    optimiser step.
+    """
+
+    def __init__(
+        self, step: GanStep, g_exchange: GradientExchange, d_exchange: GradientExchange | None
+    ) -> None:
+        self.step = step
+        self.g_exchange = g_exchange
+        self.d_exchange = d_exchange
+
+    def train_step(
+        self, real: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None, outer: bool
+    ) -> dict[str, float]:
+        """One step; ``outer`` feeds the outer ring (arar) with the last generator update."""
+        start = time.perf_counter()
+        metrics = self.step.discriminator_grads(real, energy, theta)
+        comm = self.d_exchange.exchange() if self.d_exchange is not None else 0.0
+        self.step.d_optimizer.step()
+        steps = self.step.spec.generator_steps
+        for index in range(steps):
+            g_metrics = self.step.generator_grads(real.shape[0], energy, theta)
+            comm += self.g_exchange.exchange(outer=outer and index == steps - 1)
+            self.step.g_optimizer.step()
+            for key, value in g_metrics.items():
+                metrics[key] = metrics.get(key, 0.0) + value / steps
+        metrics["comm_s"] = comm
+        metrics["step_s"] = time.perf_counter() - start
+        return metrics
+
+    def exchange_stats(self) -> dict[str, Any]:
+        stats = {"generator": self.g_exchange.stats.as_dict()}
+        if self.d_exchange is not None:
+            stats["discriminator"] = self.d_exchange.stats.as_dict()
+        return stats
+
+    def close(self) -> dict[str, Any]:
+        """Collective: finish in-flight communication; returns the exchange counters."""
+        self.g_exchange.close()
+        if self.d_exchange is not None:
+            self.d_exchange.close()
+        return self.exchange_stats()
+
+
+def build_parallel_step(
+    spec: GanSpec, trainer: ParallelConfig, layout: Layout, seed: int, device: str = "cpu"
+) -> ParallelGanStep:
+    """Networks, optimisers, random streams and exchanges of this rank (collective)."""
+    world, rank = layout.world, layout.world.rank
+    sync = trainer.mode == "sync"
+    if sync:  # identical replicas (the broadcast below also guards against drift)
+        generator, discriminator = build_models(spec, torch_generator(seed, "gan3d", "init"))
+    else:  # one shared generator start, a discriminator of its own on every rank
+        generator = Generator(spec, torch_generator(seed, "gan3d", "init"))
+        own = torch_generator(seed, "gan3d", "init-discriminator", rank)
+        discriminator = Discriminator(spec, own)
+    stream = ("gan3d", "step") if sync else ("gan3d", "step", rank)
+    step = GanStep(
+        spec, generator, discriminator, torch_generator(seed, *stream, device=device), device
+    )
+    broadcast_parameters(world, generator.parameters())
+    if sync:
+        step.shard = (rank, world.size)
+        broadcast_parameters(world, discriminator.parameters())
+        bucket = int(trainer.bucket_mb * 2**20)
+        return ParallelGanStep(
+            step,
+            SyncAllreduce(world, generator.parameters(), bucket),
+            SyncAllreduce(world, discriminator.parameters(), bucket),
+        )
+    ring = RingExchange(layout, generator.parameters(), rma=trainer.rma, depth=trainer.ring_depth)
+    return ParallelGanStep(step, ring, None)
+
+
+def _device(config: ParallelConfig, world: MPI.Comm) -> str:
+    if config.device == "cpu":
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise EvoganError("trainer.device = 'cuda' but torch sees no GPU; use trainer.device: cpu")
+    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
+    local = node.rank
+    node.Free()
+    return f"cuda:{local % torch.cuda.device_count()}"
+
+
+def share_cores(world: MPI.Comm) -> None:
+    """Give each rank its share of the node's cores: torch's default of one thread per core
+    in every rank oversubscribes the node as soon as two ranks share it."""
+    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    share = max(1, (cores or 1) // node.size)
+    node.Free()
+    if torch.get_num_threads() > share:
+        torch.set_num_threads(share)
+
+
+def _open_run(
+    config: Gan3dConfig, world: MPI.Comm, run_dir: Path | None
+) -> tuple[RunDir, dict[str, Any] | None]:
+    """A new run directory (made by rank 0), or the run ``run_dir`` already holds a checkpoint
+    of, checked on every rank before anything is loaded."""
+    if run_dir is None or not (Path(run_dir) / ckpt.MARKER).is_file():
+        path = None
+        if world.rank == 0:
+            name = config.run.name
+            path = str(RunDir.create("gan3d", root=config.run.root, name=name, path=run_dir).path)
+        return RunDir(world.bcast(path, root=0)), None
+    run = RunDir(run_dir)
+    marker = ckpt.read_marker(run)
+    if marker["world_size"] != world.size:
+        raise EvoganError(
+            f"{run.path} was trained on {marker['world_size']} ranks and must be resumed on as "
+            f"many: run mpirun -n {marker['world_size']} (got {world.size})"
+        )
+    if marker["epoch"] >= config.trainer.epochs:
+        raise EvoganError(
+            f"{run.path} already finished {marker['epoch']} epoch(s) and trainer.epochs = "
+            f"{config.trainer.epochs}; raise it to continue, e.g. --set trainer.epochs="
+            f"{marker['epoch'] + 1}"
+        )
+    stored = yaml.safe_load(run.file(CONFIG).read_text())
+    given = config.model_dump(mode="json")
+    for key in ("seed", "spec"):
+        if stored.get(key) != given[key]:
+            raise EvoganError(
+                f"{run.path} was trained with a different {key}; resume it with the config it "
+                f"stored: evogan train {run.file(CONFIG)} --resume {run.path}"
+            )
+    for key in ("mode", "rma", "group_size", "batch_size"):
+        if stored["trainer"].get(key) != given["trainer"][key]:
+            raise EvoganError(
+                f"{run.path} was trained with trainer.{key} = {stored['trainer'].get(key)!r}; "
+                f"resume it with the same value (got {given['trainer'][key]!r})"
+            )
+    return run, marker
+
+
+def _manifest(config: Gan3dConfig, layout: Layout, layouts: list[dict[str, Any]]) -> dict:
+    return {
+        "task": "gan3d",
+        "evogan": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "mpi": MPI.Get_library_version().splitlines()[0],
+        "seed": config.seed,
+        "mode": config.trainer.mode,
+        "rma": config.trainer.rma,
+        "world_size": layout.world.size,
+        "groups": len({entry["group"] for entry in layouts}),
+        "ranks": layouts,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _load_shard(config: Gan3dConfig, world: MPI.Comm) -> Any:
+    from evogan.data.reader import open_dataset
+
+    announce = print if world.rank == 0 else (lambda _message: None)
+    train, _test = open_dataset(config.data, announce=announce)
+    return train.shard(world.rank, world.size)
+
+
+def train_gan3d(
+    config: Gan3dConfig,
+    run_dir: Path | None = None,
+    *,
+    world: MPI.Comm | None = None,
+    on_step: Callable[[StepInfo], None] | None = None,
+) -> RunDir:
+    """Train ``config`` on every rank of ``world``; returns the run directory (all ranks).
+
+    A ``run_dir`` that holds a committed checkpoint is resumed from it (same rank count,
+    spec, seed and mode), training on up to ``trainer.epochs``.
+    """
+    world = MPI.COMM_WORLD if world is None else world
+    trainer = config.trainer
+    group_size = trainer.group_size if trainer.mode == "arar" else None
+    layout = split_layout(world, None, group_size)
+    run, marker = _open_run(config, world, run_dir)
+    shard = _load_shard(config, world)
+    batch = trainer.batch_size or config.spec.batch_size
+    steps = world.allreduce(len(shard) // batch, op=MPI.MIN)
+    if steps < 1:
+        smallest = world.allreduce(len(shard), op=MPI.MIN)
+        raise EvoganError(
+            f"every rank needs at least one batch of trainer.batch_size = {batch} showers, but a "
+            f"rank holds {smallest}; use more events, fewer ranks or a smaller batch"
+        )
+    steps = min(steps, trainer.steps_per_epoch or steps)
+    device = _device(trainer, world)
+    if device == "cpu":
+        share_cores(world)
+    parallel = build_parallel_step(config.spec, trainer, layout, config.seed, device)
+    layouts = world.gather(layout.describe(), root=0)
+    start_epoch = 0
+    if marker is not None:
+        files = marker["files"]
+        start_epoch = marker["epoch"]
+        own = files[0] if len(files) == 1 else files[world.rank]
+        ckpt.load_rank(run, own, rank_state(parallel))
+    elif world.rank == 0:
+        run.write_json(MANIFEST, _manifest(config, layout, layouts))
+    if world.rank == 0:
+        run.write_config(dump(config))
+    summary = run_epochs(config, layout, parallel, run, shard, batch, steps, start_epoch, on_step)
+    stats = world.gather(parallel.close(), root=0)
+    _save_models(config, world, run, parallel, summary["epochs_done"])
+    if world.rank == 0:
+        summary["exchange"] = stats
+        run.write_summary(summary)
+        epochs = summary["epochs_done"]
+        print(f"trained {epochs} epoch(s) on {world.size} rank(s); run in {run.path}")
+    layout.free()
+    return run
+
+
+def _save_models(
+    config: Gan3dConfig, world: MPI.Comm, run: RunDir, parallel: ParallelGanStep, epochs: int
+) -> None:
+    """The final generator as ``best_model.h5`` (self-describing, for ``evogan generate`` and
+    ``evogan validate``) and the discriminator; in arar mode also every rank's generator,
+    usable as ensemble members."""
+    sync = config.trainer.mode == "sync"
+    if sync:
+        average_tensors(world, float_buffers(parallel))
+    meta = {
+        "epochs": epochs,
+        "mode": config.trainer.mode,
+        "world_size": world.size,
+        "seed": config.seed,
+        "rank": world.rank,
+    }
+    step = parallel.step
+    if not sync:
+        name = run.file(f"{ENSEMBLE}/rank-{world.rank:05d}.h5")
+        save_generator(name, config.spec, step.generator, meta)
+    if world.rank == 0:
+        save_generator(run.file(BEST_MODEL), config.spec, step.generator, meta)
+        d_meta = {**meta, "kind": "gan3d-discriminator"}
+        save_weights(run.file(DISCRIMINATOR), step.discriminator.state_dict(), d_meta)
+    world.Barrier()

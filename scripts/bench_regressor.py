@@ -1,0 +1,190 @@
+#!/usr/bin/env python
+"""Benchmark of the regressor neuroevolution (targets of the GA issue; not part of the tests).
+
+(a) Quality on the default synthetic set with the shipped configs (5,000 training events, full
+    schedule): GA test MAPE per energy bin (target: under 10% in every bin), RMSprop and hybrid
+    final test MAPE, seconds of training to reach 10% and 5% test MAPE for each.
+(b) Speed: FLOP rate of the batched evaluation of a generation's lambda+1 candidates (conv and
+    linear FLOPs counted) as a fraction of a dense 1024x1024 float32 matmul measured in the same
+    process, interleaved so machine load hits both alike (target >= 80%); the share of a
+    generation's wall time not spent in evaluation (target <= 5%); generations/s, evaluations/s.
+
+    python scripts/bench_regressor.py [--quick] [--out DIR] [--threads N]
+
+``--quick`` shortens the runs to 8 epochs (rate steps at epochs 4 and 6) and the timing loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from evogan.config import load_config
+from evogan.evolution import Streams
+from evogan.plots.compare import (
+    RunRecord,
+    plot_energy_response,
+    plot_relative_error,
+    plot_test_loss,
+    summary_table,
+)
+from evogan.problems.regressor import RegressorProblem, load_and_check
+from evogan.problems.regressor_evolve import evolve_regressor
+from evogan.store import atomic_write, to_json
+from evogan.training.rmsprop import train_regressor
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = {
+    "ga": REPO / "configs" / "regressor_ga.yaml",
+    "rmsprop": REPO / "configs" / "regressor_rmsprop.yaml",
+    "hybrid": REPO / "configs" / "regressor_hybrid.yaml",
+}
+QUICK = ["ga.epochs=8", "ga.schedule_milestones=[4, 6]", "train.epochs=8"]
+
+
+def _seconds(function, repeats: int) -> float:
+    """Best of ``repeats`` timings of ``function()``."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def evaluation_speed(rounds: int) -> dict:
+    """Interleaved dense-matmul and batched-evaluation FLOP rates on real minibatches."""
+    cfg = load_config(CONFIGS["ga"])
+    layout, train, _ = load_and_check(cfg, cfg.ga.batch_size, announce=lambda line: None)
+    problem = RegressorProblem(
+        layout, train, batch_size=cfg.ga.batch_size, eval_block=cfg.ga.eval_block
+    )
+    streams = Streams.derive(cfg.seed)
+    genomes = problem.initial_genomes(cfg.ga.children + 1, streams.init)
+    batches = list(problem.batches(0, streams.data))
+    size = 1024
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    dense_flops = 2 * size**3
+    eval_flops = genomes.shape[0] * cfg.ga.batch_size * layout.flops_per_sample()
+    dense, evaluation = [], []
+    for index in range(rounds):
+        dense.append(dense_flops / _seconds(lambda: a @ b, 3) / 1e9)
+        batch = batches[index % len(batches)]
+        seconds = _seconds(lambda batch=batch: problem.evaluate(genomes, batch), 3)
+        evaluation.append(eval_flops / seconds / 1e9)
+    return {
+        "threads": torch.get_num_threads(),
+        "candidates": genomes.shape[0],
+        "batch": cfg.ga.batch_size,
+        "flops_per_generation": eval_flops,
+        "dense_gflops_median": statistics.median(dense),
+        "dense_gflops_best": max(dense),
+        "eval_gflops_median": statistics.median(evaluation),
+        "eval_gflops_best": max(evaluation),
+        "fraction_median": statistics.median(e / d for e, d in zip(evaluation, dense, strict=True)),
+        "fraction_best": max(evaluation) / max(dense),
+    }
+
+
+def quality_runs(out: Path, quick: bool) -> dict[str, dict]:
+    overrides = QUICK if quick else []
+    summaries = {}
+    for method, path in CONFIGS.items():
+        cfg = load_config(path, overrides)
+        run_dir = out / "runs" / method
+        print(f"--- {method}: {path.name} -> {run_dir}", flush=True)
+        if method == "rmsprop":
+            run = train_regressor(cfg, run_dir, announce=print)
+        else:
+            run = evolve_regressor(cfg, run_dir, announce=print)
+        summaries[method] = run.summary()
+    records = [RunRecord.load(out / "runs" / method) for method in CONFIGS]
+    figures = out / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    plot_test_loss(records, figures / "test_loss.png")
+    plot_energy_response(records, figures / "energy_response.png")
+    plot_relative_error(records, figures / "relative_error.png")
+    atomic_write(figures / "summary.md", "# Regressor benchmark\n\n" + summary_table(records))
+    return summaries
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}%"
+
+
+def _secs(value: float | None) -> str:
+    return "not reached" if value is None else f"{value:.1f} s"
+
+
+def report(speed: dict, summaries: dict[str, dict]) -> list[str]:
+    lines = ["", "=== (a) quality (test set) ==="]
+    for method, s in summaries.items():
+        lines.append(
+            f"{method:8s} test MAPE {_pct(s['test_mape'])} | to 10%: "
+            f"{_secs(s['seconds_to_mape_10'])} | to 5%: {_secs(s['seconds_to_mape_5'])} | "
+            f"train {s['train_seconds']:.1f} s | {s['generations']} generations/steps"
+        )
+    ga_bins = summaries["ga"]["energy_response"]
+    worst = max(b["relative_error"] for b in ga_bins)
+    lines.append("GA relative error per energy bin:")
+    for b in ga_bins:
+        lines.append(
+            f"  {b['low']:6.1f}-{b['high']:6.1f} GeV  n={b['count']:4d}  "
+            f"true {b['true_mean']:6.1f}  pred {b['pred_mean']:6.1f}  "
+            f"error {_pct(b['relative_error'])} +- {_pct(b['relative_error_std'])}"
+        )
+    verdict = "met" if worst < 0.10 else "MISSED"
+    lines.append(f"GA worst bin {_pct(worst)} (target < 10%: {verdict})")
+    rms, ga = summaries["rmsprop"]["test_mape"], summaries["ga"]["test_mape"]
+    lines.append(f"RMSprop final MAPE lower than GA: {'yes' if rms < ga else 'no'}")
+    ga_summary = summaries["ga"]
+    overhead = 1 - ga_summary["eval_share"]
+    lines += [
+        "",
+        "=== (b) speed ===",
+        f"threads {speed['threads']}, {speed['candidates']} candidates x {speed['batch']} events "
+        f"= {speed['flops_per_generation'] / 1e9:.3f} GFLOP per generation",
+        f"dense matmul 1024^3: {speed['dense_gflops_median']:.1f} GFLOP/s median, "
+        f"{speed['dense_gflops_best']:.1f} best",
+        f"batched evaluation: {speed['eval_gflops_median']:.1f} GFLOP/s median, "
+        f"{speed['eval_gflops_best']:.1f} best",
+        f"evaluation / dense: {100 * speed['fraction_median']:.0f}% median of paired rounds, "
+        f"{100 * speed['fraction_best']:.0f}% best/best (target >= 80%)",
+        f"GA run: {ga_summary['generations_per_s']:.1f} generations/s, "
+        f"{ga_summary['evaluations_per_s']:.0f} evaluations/s, "
+        f"{100 * overhead:.1f}% of generation time outside evaluation (target <= 5%)",
+    ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="8 epochs, fewer timing rounds")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/evogan-bench-regressor"))
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.out.exists() and any(args.out.iterdir()):
+        print(f"bench: --out {args.out} is not empty; pass a new directory", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    speed = evaluation_speed(rounds=6 if args.quick else 20)
+    summaries = quality_runs(args.out, args.quick)
+    lines = report(speed, summaries)
+    lines.append(f"bench wall time {time.perf_counter() - started:.0f} s; outputs in {args.out}")
+    print("\n".join(lines))
+    results = {"speed": speed, "summaries": summaries, "quick": args.quick}
+    atomic_write(args.out / "bench.json", to_json(results, indent=2) + "\n")
+    atomic_write(args.out / "report.txt", "\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Small 3DGAN helpers shared by the GAN tests: the tiny spec, saved generators, shower files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from evogan.config.gan import GanSpec, load_spec
+from evogan.data.writer import ShowerWriter
+from evogan.models.gan3d import Generator, build_models
+from evogan.models.gan_io import save_generator
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "gan3d_tiny.yaml"
+
+
+def tiny_spec() -> GanSpec:
+    return load_spec(TINY)
+
+
+def tiny_generator(seed: int) -> Generator:
+    return build_models(tiny_spec(), torch.Generator().manual_seed(seed))[0]
+
+
+def save_tiny_generator(path: Path, seed: int) -> Path:
+    """A freshly initialised tiny generator, saved like a trainer saves one."""
+    return save_generator(path, tiny_spec(), tiny_generator(seed), {"seed": seed})
+
+
+def toy_showers(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shower-like 51x51x25 images in GeV: a Gaussian core whose sum is 2% of the energy."""
+    rng = np.random.default_rng(seed)
+    energy = rng.uniform(20.0, 150.0, n).astype(np.float32)
+    theta = rng.uniform(1.3, 1.8, n).astype(np.float32)
+    x = np.arange(51)[:, None, None]
+    y = np.arange(51)[None, :, None]
+    z = np.arange(25)[None, None, :]
+    shape = np.exp(-((x - 25) ** 2 + (y - 25) ** 2) / 4.0) * np.exp(-((z - 10) ** 2) / 30.0)
+    shape = (shape / shape.sum()).astype(np.float32)
+    noise = rng.uniform(0.8, 1.2, (n, 51, 51, 25)).astype(np.float32)
+    ecal = 0.02 * energy[:, None, None, None] * shape[None] * noise
+    ecal[ecal < 1e-6] = 0.0
+    return ecal, energy, theta
+
+
+def write_showers(path: Path, n: int, seed: int = 0) -> Path:
+    ecal, energy, theta = toy_showers(n, seed)
+    with ShowerWriter(path, (51, 51, 25)) as writer:
+        writer.append(ecal, energy, theta)
+    return path

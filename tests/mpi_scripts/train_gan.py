@@ -1,0 +1,42 @@
+"""Run the data-parallel 3DGAN trainer under mpirun with test-only hooks.
+
+``--slow-rank R`` sleeps on rank R after every step (the rings must not wait for it);
+``--fail-rank R --fail-step S`` raises on rank R at step S while the others are inside
+collective calls (the job must end promptly with the rank named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from evogan.config import load_config
+from evogan.distributed import guard
+from evogan.training.gan_loop import StepInfo
+from evogan.training.gan_trainer import train_gan3d
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--slow-rank", type=int, default=-1)
+    parser.add_argument("--slow-seconds", type=float, default=0.2)
+    parser.add_argument("--fail-rank", type=int, default=-1)
+    parser.add_argument("--fail-step", type=int, default=0)
+    args = parser.parse_args()
+
+    def on_step(info: StepInfo) -> None:
+        if info.rank == args.slow_rank:
+            time.sleep(args.slow_seconds)
+        if info.rank == args.fail_rank and info.step == args.fail_step:
+            raise RuntimeError(f"injected failure at epoch {info.epoch} step {info.step}")
+
+    train_gan3d(load_config(args.config, args.overrides), args.run_dir, on_step=on_step)
+
+
+if __name__ == "__main__":
+    with guard():
+        main()

@@ -1,0 +1,88 @@
+"""Config loading: typed values, one-line errors naming key, value and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evogan.config import RegressorConfig, load_config
+from evogan.errors import ConfigError
+
+from .conftest import evogan
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def error_of(path: Path, overrides: list[str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_defaults_and_types(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "task: regressor\nga:\n  children: 4\n"))
+    assert isinstance(config, RegressorConfig)
+    assert config.ga.children == 4
+    assert config.ga.initial_parents == 8
+    assert config.data.synthetic.energy_range == (2.0, 500.0)
+
+
+def test_unknown_key_suggests_the_close_one(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "ga:\n  mutaton_rate: 0.1\n"))
+    assert "unknown key ga.mutaton_rate" in message
+    assert "did you mean ga.mutation_rate" in message
+
+
+def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "ga:\n  children: many\n"))
+    assert "ga.children" in message and "'many'" in message and "integer" in message
+
+
+def test_out_of_range_names_the_bound(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "ga:\n  mutation_rate: 1.5\n"))
+    assert "ga.mutation_rate = 1.5" in message and "less than or equal to 1" in message
+
+
+def test_energy_range_out_of_order(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "data:\n  synthetic:\n    energy_range: [500, 2]\n"))
+    assert "data.synthetic" in message and "0 < low < high" in message
+
+
+def test_overrides_set_nested_keys_with_yaml_values(tmp_path: Path) -> None:
+    path = write(tmp_path, "ga:\n  children: 4\n")
+    config = load_config(path, ["ga.mutation_rate=0.05", "data.files=[a.h5, b.h5]"])
+    assert config.ga.mutation_rate == pytest.approx(0.05)
+    assert config.data.files == ["a.h5", "b.h5"]
+    assert "unknown key ga.nope" in error_of(path, ["ga.nope=1"])
+    assert "must look like key.subkey=value" in error_of(path, ["ga.children"])
+
+
+def test_unknown_task_and_bad_files(tmp_path: Path) -> None:
+    assert "task = 'painting'" in error_of(write(tmp_path, "task: painting\n"))
+    assert "is not valid YAML at line" in error_of(write(tmp_path, "a: 1\nb: [1\nc: 2\n"))
+    assert "must hold a mapping" in error_of(write(tmp_path, "- 1\n- 2\n"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+
+
+SHIPPED = sorted(Path(__file__).parents[1].joinpath("configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[path.name for path in SHIPPED])
+def test_shipped_configs_validate(path: Path) -> None:
+    load_config(path)
+
+
+def test_cli_reports_one_line_without_traceback(tmp_path: Path) -> None:
+    result = evogan("data", "inspect", str(tmp_path / "absent.h5"))
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evogan: error:")
+    assert "Traceback" not in result.stderr

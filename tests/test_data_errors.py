@@ -1,0 +1,92 @@
+"""Bad input files give one clear line and exit 2, never a traceback (through the CLI)."""
+
+from __future__ import annotations
+
+import re
+
+import h5py
+import numpy as np
+import pytest
+
+from evogan.config.data import DataConfig
+from evogan.data.reader import open_dataset
+from evogan.errors import DataError
+from tests.conftest import evogan
+from tests.data_fixtures import write_layout
+
+
+def _nan_cell(path):
+    write_layout(path, "raw51", 6)
+    with h5py.File(path, "r+") as f:
+        f["ECAL"][4, 10, 11, 12] = np.nan
+
+
+def _inf_energy(path):
+    write_layout(path, "processed51", 5)
+    with h5py.File(path, "r+") as f:
+        f["energy"][3] = np.inf
+
+
+def _flat_ecal(path):
+    with h5py.File(path, "w") as f:
+        f["ECAL"] = np.zeros((3, 51 * 51 * 25), dtype=np.float32)
+        f["energy"] = np.ones(3, dtype=np.float32)
+
+
+def _short_energy(path):
+    with h5py.File(path, "w") as f:
+        f["ECAL"] = np.zeros((4, 25, 25, 25), dtype=np.float32)
+        f["target"] = np.ones((3, 2), dtype=np.float32)
+
+
+def _no_events(path):
+    with h5py.File(path, "w") as f:
+        f["ECAL"] = np.zeros((0, 51, 51, 25), dtype=np.float32)
+        f["energy"] = np.zeros(0, dtype=np.float32)
+
+
+def _wrong_keys(path):
+    with h5py.File(path, "w") as f:
+        f["images"] = np.zeros((2, 4), dtype=np.float32)
+        f["labels"] = np.zeros(2, dtype=np.float32)
+
+
+CASES = {
+    "missing": (None, r"data file .*absent\.h5 does not exist"),
+    "text": (lambda p: p.write_text("ECAL,energy\n1,2\n"), "is not an HDF5 file"),
+    "keys": (_wrong_keys, r"missing dataset 'ECAL'; keys present: images, labels"),
+    "flat": (_flat_ecal, r"ECAL must be 4-D .* got shape \(3, 65025\)"),
+    "short": (_short_energy, "target has 3 entries but ECAL has 4 events"),
+    "empty": (_no_events, "ECAL holds zero events"),
+    "nan": (_nan_cell, r"bad\.h5: ECAL of event 4 holds NaN or inf"),
+    "inf": (_inf_energy, r"bad\.h5: energy of event 3 is inf"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_file_gives_one_line(tmp_path, case):
+    make, pattern = CASES[case]
+    path = tmp_path / ("absent.h5" if make is None else "bad.h5")
+    if make is not None:
+        make(path)
+    result = evogan("data", "inspect", str(path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evogan: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_forced_layout_that_does_not_fit(tmp_path):
+    path = write_layout(tmp_path / "s.h5", "evogan", 2)
+    result = evogan("data", "inspect", str(path), "--layout", "fixed25")
+    assert result.returncode == 2
+    assert "missing dataset 'target'; keys present: ECAL, energy, eta, sum, theta" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_directory_and_unmatched_glob(tmp_path):
+    with pytest.raises(DataError, match="is a directory"):
+        open_dataset(DataConfig(files=[str(tmp_path)]))
+    with pytest.raises(DataError, match=r"data pattern '.*run_\*\.h5' matched no files"):
+        open_dataset(DataConfig(files=[str(tmp_path / "run_*.h5")]))

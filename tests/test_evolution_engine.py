@@ -1,0 +1,137 @@
+"""The generation loop on small in-memory problems: selection, NaN handling, reproducibility,
+hooks, DEAP records and the hybrid strategy."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from evogan.evolution import (
+    Constant,
+    DifferentiableProblem,
+    GenerationContext,
+    Hybrid,
+    PlusLambda,
+    Streams,
+    point_mutation,
+)
+
+
+class Sphere(DifferentiableProblem):
+    """Noisy sphere: each batch is a random shift of the optimum, like a data minibatch."""
+
+    def __init__(self, size: int = 20, batches: int = 5, nan_rows: int = 0) -> None:
+        self.size = size
+        self.n_batches = batches
+        self.nan_rows = nan_rows
+        self.evaluated: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def initial_genomes(self, count: int, generator: torch.Generator) -> torch.Tensor:
+        return torch.randn(count, self.size, generator=generator) * 3
+
+    def mutate(self, parent, count, generator, context: GenerationContext) -> torch.Tensor:
+        return point_mutation(parent, count, context.rate, context.power, generator)
+
+    def evaluate(self, genomes: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        fitness = ((genomes - batch) ** 2).sum(dim=1)
+        if self.nan_rows:
+            fitness[-self.nan_rows :] = math.nan
+        self.evaluated.append((genomes.clone(), batch.clone(), fitness.clone()))
+        return fitness
+
+    def loss(self, genome: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        return ((genome - batch) ** 2).sum()
+
+    def batches(self, epoch: int, generator: torch.Generator):
+        for _ in range(self.n_batches):
+            yield 0.1 * torch.randn(self.size, generator=generator)
+
+
+def _run(problem, strategy=PlusLambda, seed: int = 0, **kwargs: Any):
+    engine = strategy(
+        problem, children=6, initial_parents=4, epochs=kwargs.pop("epochs", 4),
+        streams=Streams.derive(seed), rate=Constant(0.3), power=Constant(0.5), **kwargs,
+    )
+    return engine, engine.run()
+
+
+def test_elite_never_gets_worse_on_the_batch_it_was_selected_on() -> None:
+    problem = Sphere()
+    engine, result = _run(problem)
+    assert result.generations == 20 and result.evaluations == 4 + 19 * 7
+    later = zip(problem.evaluated[1:], engine.logbook[1:], strict=True)
+    for (genomes, batch, fitness), record in later:
+        old_elite_fitness = fitness[0]
+        assert record["best"] <= old_elite_fitness
+        new_elite = genomes[int(torch.argmin(fitness))]
+        assert ((new_elite - batch) ** 2).sum() == pytest.approx(record["best"])
+    # the elite is re-evaluated with its children: row 0 of every later generation
+    for previous, current in zip(problem.evaluated, problem.evaluated[1:], strict=False):
+        assert torch.equal(current[0][0], previous[0][int(torch.argmin(previous[2]))])
+    assert result.best_fitness < problem.evaluated[0][2].min()
+
+
+def test_nan_fitness_ranks_last_instead_of_crashing() -> None:
+    problem = Sphere(nan_rows=2)
+    records: list[dict] = []
+    _, result = _run(problem, epochs=2, observers=[records.append])
+    assert math.isfinite(result.elite_fitness)
+    for _, _, fitness in problem.evaluated:
+        assert torch.isnan(fitness[-2:]).all()
+    generations = [r for r in records if r["kind"] == "generation"]
+    assert all(r["invalid"] == 2 and math.isfinite(r["worst"]) for r in generations)
+
+
+def test_same_seed_gives_identical_runs_and_other_seed_does_not() -> None:
+    _, first = _run(Sphere(), seed=5)
+    _, second = _run(Sphere(), seed=5)
+    _, other = _run(Sphere(), seed=6)
+    assert torch.equal(first.best, second.best)
+    assert [r["best"] for r in first.logbook] == [r["best"] for r in second.logbook]
+    assert not torch.equal(first.best, other.best)
+
+
+def test_hooks_observers_and_hall_of_fame() -> None:
+    seen: list[str] = []
+
+    class Counting(PlusLambda):
+        def after_generation(self, record):
+            seen.append("generation")
+
+        def on_epoch_end(self, record):
+            seen.append("epoch")
+
+    records: list[dict] = []
+    engine, result = _run(
+        Sphere(), strategy=Counting, epochs=3, observers=[records.append], hall_of_fame=2,
+        epoch_report=lambda genome: {"norm": float(genome.norm())},
+    )
+    assert seen == (["generation"] * 5 + ["epoch"]) * 3
+    assert [r["kind"] for r in records] == seen
+    epochs = [r for r in records if r["kind"] == "epoch"]
+    assert all("norm" in r for r in epochs)
+    # without a reference set the hall of fame ranks epoch-end elites by their last fitness
+    assert result.best_fitness == min(r["elite_fitness"] for r in epochs)
+    assert len(result.hall_of_fame) == 2
+    assert len(engine.logbook) == 15 and engine.logbook.select("nevals")[1] == 7
+
+
+def test_hybrid_steps_move_the_elite_downhill() -> None:
+    problem = Sphere(size=10, batches=3)
+    engine, result = _run(problem, strategy=Hybrid, epochs=2, steps=3, lr=0.05)
+    assert engine.gradient_steps == 3 * 6
+    # the elite carried into a generation is the refined one: not one of the last candidates
+    genomes, batch, fitness = problem.evaluated[-1]
+    selected = genomes[int(torch.argmin(fitness))]
+    assert not torch.equal(result.elite, selected)
+    assert problem.loss(result.elite, batch) < fitness.min()
+
+
+def test_bad_strategy_settings_are_rejected() -> None:
+    with pytest.raises(ValueError, match="lambda"):
+        PlusLambda(Sphere(), children=0, epochs=1, streams=Streams.derive(0))
+    with pytest.raises(ValueError, match="epochs"):
+        PlusLambda(Sphere(), epochs=0, streams=Streams.derive(0))

@@ -1,0 +1,129 @@
+"""The 3DGAN training step: losses, gradient split for data parallelism, reproducibility."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from evogan.errors import EvoganError
+from evogan.models.gan3d import EMPTY_ANGLE, build_models, measured_angle, to_gev, to_network
+from evogan.training.gan_losses import flipped_labels, mae, mape
+from evogan.training.gan_step import GanStep
+from tests.gan_fixtures import tiny_spec, toy_showers
+
+
+def _step(seed: int = 0) -> GanStep:
+    spec = tiny_spec()
+    generator, discriminator = build_models(spec, torch.Generator().manual_seed(seed))
+    return GanStep(spec, generator, discriminator, torch.Generator().manual_seed(seed + 1))
+
+
+def _batch(n: int = 8, seed: int = 0):
+    ecal, energy, theta = toy_showers(n, seed)
+    return torch.from_numpy(ecal), torch.from_numpy(energy), torch.from_numpy(theta)
+
+
+def test_losses_have_their_keras_definitions() -> None:
+    assert float(mape(torch.tensor([1.1, 1.8]), torch.tensor([1.0, 2.0]))) == pytest.approx(10.0)
+    assert float(mae(torch.tensor([1.0, 3.0]), torch.tensor([2.0, 2.0]))) == pytest.approx(1.0)
+    labels = flipped_labels(1.0, 20_000, 0.05, torch.Generator().manual_seed(0), "cpu")
+    assert set(labels.unique().tolist()) == {0.0, 1.0}
+    assert abs(float((labels == 0).float().mean()) - 0.05) < 0.01
+    assert torch.equal(flipped_labels(0.0, 5, 0.0, torch.Generator(), "cpu"), torch.zeros(5))
+
+
+def test_losses_fall_on_a_tiny_dataset() -> None:
+    step = _step()
+    real, energy, theta = _batch(4)
+    history = [step.train_step(real, energy, theta) for _ in range(6)]
+    for key in ("d_loss", "g_loss", "d_energy"):
+        first = np.mean([h[key] for h in history[:2]])
+        last = np.mean([h[key] for h in history[-2:]])
+        assert last < first, (key, [round(h[key], 3) for h in history])
+    assert all(math.isfinite(v) for h in history for v in h.values())
+
+
+def test_gradient_methods_fill_grads_without_stepping() -> None:
+    step = _step()
+    real, energy, theta = _batch(8)
+    before_g = [p.detach().clone() for p in step.generator.parameters()]
+    before_d = [p.detach().clone() for p in step.discriminator.parameters()]
+    metrics = step.discriminator_grads(real, energy, theta)
+    assert {"d_loss", "d_real_fake", "d_energy", "d_ecal_sum", "d_angle"} <= set(metrics)
+    assert all(p.grad is None for p in step.generator.parameters())
+    assert all(p.grad is not None for p in step.discriminator.parameters())
+    d_grads = [p.grad.clone() for p in step.discriminator.parameters()]
+    metrics = step.generator_grads(8, energy, theta)
+    assert {"g_loss", "g_real_fake", "g_energy", "g_ecal_sum", "g_angle"} <= set(metrics)
+    assert all(p.grad is not None for p in step.generator.parameters())
+    assert any(float(p.grad.abs().sum()) > 0 for p in step.generator.parameters())
+    for grad, p in zip(d_grads, step.discriminator.parameters(), strict=True):
+        assert torch.equal(grad, p.grad)  # the generator pass leaves D's gradients alone
+        assert p.requires_grad
+    for old, p in zip(
+        before_g + before_d,
+        [*step.generator.parameters(), *step.discriminator.parameters()],
+        strict=True,
+    ):
+        assert torch.equal(old, p.detach())
+
+
+def test_same_seeds_give_the_same_training() -> None:
+    real, energy, theta = _batch(4)
+    a = _step(3).train_step(real, energy, theta)
+    b = _step(3).train_step(real, energy, theta)
+    assert a == b
+    assert _step(4).train_step(real, energy, theta) != a
+
+
+def test_generator_grads_need_real_sums_and_angles() -> None:
+    step = _step()
+    real, energy, theta = _batch(8)
+    with pytest.raises(EvoganError, match="call discriminator_grads first"):
+        step.generator_grads(8, energy, theta)
+    ecal_sum = torch.full((8,), 50.0)
+    assert math.isfinite(step.generator_grads(8, energy, theta, ecal_sum=ecal_sum)["g_loss"])
+    # numpy arrays straight from the reader's chunks work too; their sums become the targets.
+    from_numpy = step.discriminator_grads(real.numpy(), energy.numpy(), theta.numpy())
+    assert math.isfinite(from_numpy["d_loss"])
+    assert math.isfinite(step.generator_grads(8, energy, theta)["g_loss"])
+    with pytest.raises(EvoganError, match="real batch of the same size"):
+        step.generator_grads(4, energy[:4], theta[:4])
+    with pytest.raises(EvoganError, match="conditioned on the angle but no theta"):
+        step.generator_grads(8, energy, None, ecal_sum=ecal_sum)
+    with pytest.raises(EvoganError, match=r"one value per shower \(8\), got 7"):
+        step.generator_grads(8, energy[:7], theta, ecal_sum=ecal_sum)
+
+
+def test_cell_transform_round_trips() -> None:
+    spec = tiny_spec()  # cells x 50, power 0.85
+    cells = torch.tensor([[[[0.0, 1e-3, 0.5, 2.0]]]])
+    net = to_network(spec, cells)
+    assert net.shape == (1, 1, 1, 1, 4)
+    assert float(net[0, 0, 0, 0, 2]) == pytest.approx(25.0**0.85)
+    torch.testing.assert_close(to_gev(spec, net), cells)
+
+
+def _track(theta_deg: float) -> torch.Tensor:
+    """A straight track in the y-z plane, energy split linearly between neighbouring rows."""
+    slope = 1.0 / math.tan(math.radians(theta_deg))
+    cells = torch.zeros(1, 51, 51, 25, dtype=torch.float64)
+    for z in range(25):
+        y = 25.0 + (z - 12) * slope
+        low = math.floor(y)
+        cells[0, 25, low, z] += 1 - (y - low)
+        cells[0, 25, low + 1, z] += y - low
+    return cells
+
+
+def test_measured_angle_of_straight_tracks() -> None:
+    assert math.degrees(float(measured_angle(_track(90.0)))) == pytest.approx(90.0)
+    measured = [math.degrees(float(measured_angle(_track(t)))) for t in (60, 75, 105, 120)]
+    # The layer at the barycentre counts as 90 degrees (as in the original), pulling by < 2.
+    for true, got in zip((60, 75, 105, 120), measured, strict=True):
+        assert abs(got - true) < 2.0
+    assert measured == sorted(measured)
+    assert float(measured_angle(torch.zeros(2, 5, 5, 5))[0]) == EMPTY_ANGLE

@@ -1,0 +1,117 @@
+"""The data-parallel 3DGAN trainer end to end under real mpirun (configs/gan3d_tiny.yaml)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evogan.store import load_weights, read_metrics
+
+from .conftest import evogan, mpirun
+
+pytestmark = pytest.mark.mpi
+
+CONFIG = "configs/gan3d_tiny.yaml"
+SHORT = ["--set", "trainer.steps_per_epoch=2", "--set", "run.progress_every=1"]
+
+
+@pytest.fixture(scope="module")
+def sync_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One epoch of synchronous training on 2 ranks through the CLI."""
+    run = tmp_path_factory.mktemp("gan") / "sync"
+    args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(run), *SHORT]
+    done = mpirun(2, [*args, "--set", "trainer.epochs=1"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "epoch 1/1 step 2/2" in done.stdout
+    return run
+
+
+def test_sync_run_writes_config_manifest_metrics_checkpoint_and_generator(sync_run: Path) -> None:
+    manifest = json.loads((sync_run / "manifest.json").read_text())
+    assert manifest["world_size"] == 2 and manifest["mode"] == "sync"
+    assert [r["group"] for r in manifest["ranks"]] == [0, 0]
+    (epoch,) = read_metrics(sync_run / "metrics.jsonl", "epoch")
+    assert epoch["epoch"] == 1 and epoch["ranks"] == 2 and epoch["steps"] == 2
+    summary = json.loads((sync_run / "summary.json").read_text())
+    assert epoch["samples"] == 2 * 2 * summary["batch_per_rank"]  # ranks x steps x batch
+    assert epoch["samples_per_s"] > 0 and 0 < epoch["comm_share"] < 1
+    assert summary["epochs_done"] == 1 and summary["ranks"] == 2
+    assert all(s["generator"]["calls"] == 2 * 2 for s in summary["exchange"])  # 2 G steps/step
+    marker = json.loads((sync_run / "checkpoint.json").read_text())
+    assert marker["epoch"] == 1 and marker["files"] == ["checkpoints/epoch-00001-rank-00000.h5"]
+    _, meta = load_weights(sync_run / "best_model.h5")
+    assert meta["kind"] == "gan3d-generator" and meta["spec"]["name"] == "gan3d-tiny-51x51x25"
+
+
+def test_resume_continues_from_the_checkpointed_epoch_exactly(sync_run: Path) -> None:
+    before, _ = load_weights(sync_run / "best_model.h5")
+    args = ["-m", "evogan", "train", CONFIG, "--resume", str(sync_run), *SHORT]
+    done = mpirun(2, [*args, "--set", "trainer.epochs=2"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = read_metrics(sync_run / "metrics.jsonl")
+    assert [(r["kind"], r["epoch"]) for r in records] == [
+        ("epoch", 1),
+        ("resume", 1),
+        ("epoch", 2),
+    ]
+    marker = json.loads((sync_run / "checkpoint.json").read_text())
+    assert marker["epoch"] == 2
+    assert sorted(p.name for p in (sync_run / "checkpoints").iterdir()) == [
+        "epoch-00002-rank-00000.h5"
+    ]
+    summary = json.loads((sync_run / "summary.json").read_text())
+    assert summary["resumed_from_epoch"] == 1 and summary["epochs_done"] == 2
+    after, _ = load_weights(sync_run / "best_model.h5")
+    assert any(not before[k].equal(after[k]) for k in before)
+    # Exactly what an uninterrupted 2-epoch run gives (optimiser and random states restored).
+    straight = sync_run.parent / "straight"
+    args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(straight), *SHORT]
+    done = mpirun(2, [*args, "--set", "trainer.epochs=2"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("best_model.h5", "discriminator.h5"):
+        resumed, _ = load_weights(sync_run / name)
+        expected, _ = load_weights(straight / name)
+        assert all(resumed[k].equal(expected[k]) for k in expected), name
+
+
+def test_resume_refuses_a_different_rank_count(sync_run: Path) -> None:
+    done = evogan("train", CONFIG, "--resume", str(sync_run), "--set", "trainer.epochs=9")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"evogan: error: {sync_run} was trained on 2 ranks and must be resumed on as many: "
+        "run mpirun -n 2 (got 1)"
+    )
+
+
+def test_grouped_rma_arar_on_four_ranks_with_a_slow_rank(tmp_path: Path) -> None:
+    """RMA inner rings {0, 1}, {2, 3}, point-to-point outer ring {0, 2}; rank 3 sleeps."""
+    run = tmp_path / "arar"
+    trainer = {
+        "mode": "arar",
+        "rma": "true",
+        "group_size": 2,
+        "epochs": 2,
+        "steps_per_epoch": 3,
+        "outer_every": 1,
+        "checkpoint_every": 1,
+    }
+    args = ["tests/mpi_scripts/train_gan.py", CONFIG, "--run-dir", str(run)]
+    args += [item for key, value in trainer.items() for item in ("--set", f"trainer.{key}={value}")]
+    done = mpirun(4, [*args, "--slow-rank", "3", "--slow-seconds", "0.3"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    stats = [s["generator"] for s in json.loads((run / "summary.json").read_text())["exchange"]]
+    assert all(s["calls"] == 2 * 3 * 2 for s in stats)  # epochs x steps x generator steps
+    for rank, left in ((0, 1), (1, 0), (2, 3), (3, 2)):
+        assert stats[rank]["received"] + stats[rank]["late"] == stats[left]["sent"]
+    assert sum(s["received"] for s in stats) > 0
+    assert stats[0]["outer_sent"] == stats[2]["outer_sent"] == 2  # once per epoch
+    epochs = read_metrics(run / "metrics.jsonl", "epoch")
+    assert [len(e["gradients_received"]) for e in epochs] == [4, 4]
+    marker = json.loads((run / "checkpoint.json").read_text())
+    assert marker["epoch"] == 2 and len(marker["files"]) == 4  # one discriminator per rank
+    members = [load_weights(run / "generators" / f"rank-{r:05d}.h5") for r in range(4)]
+    assert all(meta["kind"] == "gan3d-generator" for _, meta in members)
+    first = members[0][0]
+    assert any(not first[k].equal(members[2][0][k]) for k in first)  # asynchronous replicas

@@ -1,0 +1,83 @@
+"""The regressor network: batched evaluation of many genomes equals the module, one by one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evogan.config.regressor import RegressorModelConfig
+from evogan.errors import ConfigError
+from evogan.evolution import GenerationContext
+from evogan.models.regressor import (
+    RegressorLayout,
+    RegressorNet,
+    batched_predict,
+    functional_forward,
+    load_regressor,
+)
+from evogan.problems.regressor import RegressorData, RegressorProblem, mape
+from evogan.store import save_weights
+
+
+def _layout(**kwargs) -> RegressorLayout:
+    return RegressorLayout.from_config(RegressorModelConfig(**kwargs), (1, 51, 25))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"bias": False}, {"pooling": "max"}, {"pool": 3, "kernel": 3, "filters": 4}],
+)
+def test_batched_predict_matches_each_network(options) -> None:
+    layout = _layout(**options)
+    generator = torch.Generator().manual_seed(0)
+    genomes = torch.randn(5, layout.size, generator=generator) * 0.1
+    x = torch.rand(11, 1, 51, 25, generator=generator)
+    batched = batched_predict(layout, genomes, x, chunk=4)
+    for genome, row in zip(genomes, batched, strict=True):
+        net = RegressorNet.from_genome(layout, genome)
+        torch.testing.assert_close(row, net(x).detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(functional_forward(layout, genome, x), net(x))
+        assert torch.equal(net.genome(), genome)
+
+
+def test_default_network_matches_the_ga_study() -> None:
+    layout = _layout()
+    assert layout.shapes["conv.weight"] == (8, 1, 5, 5)
+    assert layout.pooled_shape == (23, 10)
+    assert layout.size == 8 * 25 + 8 + 8 * 23 * 10 + 1
+    assert layout.flops_per_sample() == 2 * 8 * 25 * 47 * 21 + 2 * 8 * 23 * 10
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"kernel": 30}, "model.kernel must not exceed"), ({"pool": 30}, "model.pool must not")],
+)
+def test_networks_that_do_not_fit_the_input_are_config_errors(options, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _layout(**options)
+
+
+def test_problem_scores_all_candidates_in_one_call_and_mutates(tmp_path) -> None:
+    layout = _layout()
+    generator = torch.Generator().manual_seed(1)
+    x = torch.rand(40, 1, 51, 25, generator=generator)
+    y = x.sum(dim=(1, 2, 3)) / 300
+    problem = RegressorProblem(layout, RegressorData(x, y, y * 100), batch_size=16)
+    genomes = problem.initial_genomes(6, generator)
+    assert torch.all(genomes[:, 200:208] == 0)  # conv biases start at 0 (Table 1)
+    fitness = problem.evaluate(genomes, (x, y))
+    expected = torch.stack([mape(RegressorNet.from_genome(layout, g)(x), y) for g in genomes])
+    torch.testing.assert_close(fitness, expected.detach(), rtol=1e-4, atol=1e-6)
+    batches = list(problem.batches(0, generator))
+    assert len(batches) == 2 and all(b[0].shape == (16, 1, 51, 25) for b in batches)
+    children = problem.mutate(genomes[0], 3, generator, GenerationContext(0, 0, 0.01, 0.1))
+    assert ((children != genomes[0]).sum(dim=1) == round(0.01 * layout.size)).all()
+
+
+def test_saved_model_loads_without_code_and_predicts_the_same(tmp_path) -> None:
+    layout = _layout()
+    net = RegressorNet.from_genome(layout, torch.randn(layout.size) * 0.05)
+    path = save_weights(tmp_path / "m.h5", net.state_dict(), {"model": layout.to_meta()})
+    loaded = load_regressor(path)
+    x = torch.rand(3, 1, 51, 25)
+    assert torch.equal(loaded(x), net(x))

@@ -1,0 +1,170 @@
+"""End-to-end regressor runs through the CLI on a tiny synthetic set (real data reader)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from evogan.config import load_config
+from evogan.data.transforms import load_regressor_data
+from evogan.models.regressor import load_regressor
+from evogan.problems.regressor import mape
+from evogan.store import load_weights, read_metrics
+from tests.conftest import evogan
+
+TINY = {
+    "task": "regressor",
+    "seed": 3,
+    "data": {"synthetic": {"events": 300}, "train_events": 240, "test_events": 60},
+    "ga": {"batch_size": 32, "epochs": 2, "schedule_milestones": [1]},
+    "train": {"batch_size": 32, "epochs": 4, "lr": 0.003},
+    "run": {"progress_every": 3},
+}
+SUMMARY_KEYS = {
+    "method", "test_mape", "best_fitness", "epochs", "generations", "evaluations",
+    "wall_seconds", "seconds_to_mape_10", "seconds_to_mape_5", "energy_response",
+}
+TIMING = ("seconds", "_per_s", "finished", "eval_share")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A GA run, its repetition with the same seed, and an RMSprop run (one cache)."""
+    root = tmp_path_factory.mktemp("regressor_runs")
+    config = root / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
+        done = {
+            "ga": evogan("evolve", str(config), "--run-dir", str(root / "ga")),
+            "again": evogan("evolve", str(config), "--run-dir", str(root / "again")),
+            "rmsprop": evogan("train", str(config), "--run-dir", str(root / "rmsprop")),
+        }
+        for name, process in done.items():
+            assert process.returncode == 0, f"{name}: {process.stderr}"
+        yield root, config, done
+
+
+def _untimed(record: dict) -> dict:
+    return {k: v for k, v in record.items() if not any(t in k for t in TIMING)}
+
+
+def test_ga_run_writes_a_complete_run_directory(runs) -> None:
+    root, _, done = runs
+    run = root / "ga"
+    assert {p.name for p in run.iterdir()} == {
+        "config.yaml", "metrics.jsonl", "best_model.h5", "summary.json"
+    }
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary) >= SUMMARY_KEYS
+    assert summary["method"] == "ga" and summary["epochs"] == 2
+    assert summary["generations"] == 2 * (240 // 32)
+    assert summary["evaluations"] == 8 + (summary["generations"] - 1) * 9
+    assert 0 < summary["test_mape"] < 1.5 and 0 < summary["best_fitness"] < 1.5
+    bins = summary["energy_response"]
+    assert sum(b["count"] for b in bins) == 60
+    fields = {"true_mean", "pred_mean", "relative_error", "relative_error_std"}
+    assert all(fields <= set(b) for b in bins)
+    generations = read_metrics(run / "metrics.jsonl", "generation")
+    epochs = read_metrics(run / "metrics.jsonl", "epoch")
+    assert len(generations) == summary["generations"] and len(epochs) == 2
+    assert {"best", "mean", "std", "evaluations", "evaluations_per_s", "wall_seconds"} <= set(
+        generations[0]
+    )
+    assert all(r["test_mape"] > 0 for r in epochs)
+    assert load_config(run / "config.yaml").ga.batch_size == 32  # the resolved config reloads
+    assert "gen 0 |" in done["ga"].stdout and "test MAPE" in done["ga"].stdout
+
+
+def test_saved_model_is_the_best_individual(runs) -> None:
+    root, config, _ = runs
+    summary = json.loads((root / "ga" / "summary.json").read_text())
+    epochs = read_metrics(root / "ga" / "metrics.jsonl", "epoch")
+    net = load_regressor(root / "ga" / "best_model.h5")
+    cfg = load_config(config)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
+        train, test = load_regressor_data(cfg.data, announce=lambda line: None)
+    with torch.no_grad():
+        train_mape = float(mape(net(torch.from_numpy(train.x)), torch.from_numpy(train.y)))
+        test_mape = float(mape(net(torch.from_numpy(test.x)), torch.from_numpy(test.y)))
+    # the saved weights are the hall of fame's best: lowest full-training-set MAPE of all
+    # epoch-end elites, and the summary's test MAPE is theirs
+    assert train_mape == pytest.approx(summary["best_fitness"], rel=1e-4)
+    assert summary["best_fitness"] == pytest.approx(min(r["reference_fitness"] for r in epochs))
+    assert test_mape == pytest.approx(summary["test_mape"], rel=1e-4)
+
+
+def test_same_seed_gives_identical_runs(runs) -> None:
+    root, _, _ = runs
+    first = read_metrics(root / "ga" / "metrics.jsonl")
+    second = read_metrics(root / "again" / "metrics.jsonl")
+    assert [_untimed(r) for r in first] == [_untimed(r) for r in second]
+    a, _ = load_weights(root / "ga" / "best_model.h5")
+    b, _ = load_weights(root / "again" / "best_model.h5")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_rmsprop_reduces_the_loss_on_a_tiny_set(runs) -> None:
+    root, _, _ = runs
+    summary = json.loads((root / "rmsprop" / "summary.json").read_text())
+    epochs = read_metrics(root / "rmsprop" / "metrics.jsonl", "epoch")
+    assert summary["method"] == "rmsprop" and len(epochs) == 4
+    train_loss = [r["reference_fitness"] for r in epochs]
+    assert train_loss[-1] < 0.5 * train_loss[0]
+    assert epochs[-1]["test_mape"] < epochs[0]["test_mape"]
+    assert summary["generations"] == 4 * (240 // 32)
+
+
+def test_hybrid_strategy_runs_and_reports_gradient_steps(runs) -> None:
+    root, config, _ = runs
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
+        from evogan.problems.regressor_evolve import evolve_regressor
+
+        cfg = load_config(config, ["ga.strategy=hybrid", "ga.hybrid_steps=2", "ga.epochs=1"])
+        run = evolve_regressor(cfg, root / "hybrid", announce=lambda line: None)
+    summary = run.summary()
+    assert summary["method"] == "hybrid"
+    assert summary["gradient_steps"] == 2 * (240 // 32)
+    assert np.isfinite(summary["test_mape"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("ga.children=0", "ga.children = 0 is not allowed"),
+        ("ga.mutation_rate=1.5", "ga.mutation_rate = 1.5 is not allowed"),
+        ("ga.mutation_rate=0", "ga.mutation_rate = 0 is not allowed"),
+        ("ga.batch_size=5000", "ga.batch_size must not exceed the 240 training events"),
+        ("model.kernel=40", "model.kernel must not exceed the input size 51x25"),
+    ],
+)
+def test_impossible_settings_fail_in_one_line_before_any_work(runs, override, message) -> None:
+    root, config, _ = runs
+    target = root / f"bad-{override.replace('=', '-')}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
+        process = evogan("evolve", str(config), "--set", override, "--run-dir", str(target))
+    assert process.returncode == 2
+    lines = process.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evogan: error:"), process.stderr
+    assert message in lines[0]
+    assert "Traceback" not in process.stdout + process.stderr
+    assert not target.exists()
+
+
+def test_train_refuses_a_config_without_a_trainer(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: regressor\ntrain: {lr: -1}\n")
+    process = evogan("train", str(bad))
+    assert process.returncode == 2
+    assert process.stderr.strip().splitlines() == [
+        line for line in process.stderr.strip().splitlines() if line.startswith("evogan: error:")
+    ]
+    assert "train.lr = -1 is not allowed" in process.stderr

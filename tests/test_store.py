@@ -1,0 +1,88 @@
+"""Run directories, atomic writes, JSONL metrics and HDF5 weights."""
+
+from __future__ import annotations
+
+import h5py
+import pytest
+import torch
+
+from evogan.errors import DataError, EvoganError
+from evogan.store import (
+    MetricsWriter,
+    RunDir,
+    atomic_path,
+    atomic_write,
+    load_weights,
+    read_metrics,
+    save_weights,
+)
+
+
+def test_atomic_write_replaces_whole_files_and_leaves_no_temporaries(tmp_path) -> None:
+    target = tmp_path / "deep" / "file.txt"
+    atomic_write(target, "first")
+    atomic_write(target, b"second")
+    assert target.read_text() == "second"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["file.txt"]
+
+
+def test_atomic_path_keeps_the_old_file_when_the_writer_fails(tmp_path) -> None:
+    target = tmp_path / "model.h5"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("writer died")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.h5"]
+
+
+def test_metrics_are_strict_json_lines_and_survive_a_torn_line(tmp_path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    with MetricsWriter(path) as writer:
+        writer.write({"kind": "generation", "best": 0.5, "std": float("nan")})
+        writer.write({"kind": "epoch", "test_mape": float("inf")})
+    with open(path, "a") as stream:
+        stream.write('{"kind": "generation", "be')
+    assert read_metrics(path) == [
+        {"kind": "generation", "best": 0.5, "std": None},
+        {"kind": "epoch", "test_mape": None},
+    ]
+    assert read_metrics(path, kind="epoch") == [{"kind": "epoch", "test_mape": None}]
+
+
+def test_weights_round_trip_exactly_with_metadata(tmp_path) -> None:
+    state = {
+        "conv.weight": torch.randn(8, 1, 5, 5), "linear.bias": torch.randn(1), "a/b": torch.ones(2)
+    }
+    path = save_weights(tmp_path / "best.h5", state, {"method": "ga", "fitness": 0.05})
+    loaded, meta = load_weights(path)
+    assert list(loaded) == list(state)
+    assert all(torch.equal(loaded[k], state[k]) for k in state)
+    assert meta == {"method": "ga", "fitness": 0.05}
+
+
+def test_load_weights_rejects_other_files(tmp_path) -> None:
+    with pytest.raises(DataError, match="does not exist"):
+        load_weights(tmp_path / "missing.h5")
+    with h5py.File(tmp_path / "other.h5", "w") as handle:
+        handle["ECAL"] = [1.0]
+    with pytest.raises(DataError, match="not an evogan weights file"):
+        load_weights(tmp_path / "other.h5")
+    (tmp_path / "text.h5").write_text("not hdf5")
+    with pytest.raises(DataError, match="not a readable HDF5"):
+        load_weights(tmp_path / "text.h5")
+
+
+def test_run_dirs_are_named_by_method_and_never_reused(tmp_path) -> None:
+    first = RunDir.create("ga", root=tmp_path)
+    second = RunDir.create("ga", root=tmp_path)
+    assert first.name.startswith("ga-") and second.name.startswith("ga-")
+    assert first.path != second.path
+    named = RunDir.create("ga", root=tmp_path, name="mine")
+    assert named.path == tmp_path / "mine"
+    named.write_summary({"method": "ga", "test_mape": float("nan")})
+    assert RunDir.open(named.path).summary() == {"method": "ga", "test_mape": None}
+    with pytest.raises(EvoganError, match="not empty"):
+        RunDir.create("ga", path=named.path)
+    with pytest.raises(EvoganError, match="not an evogan run directory"):
+        RunDir.open(first.path)
