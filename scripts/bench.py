@@ -1,0 +1,84 @@
+"""Run every evogan benchmark in sequence and keep their logs.
+
+Each benchmark prints its own figures and the ratios to its targets, measured in one run (see
+docs/benchmarks.md). They run one after another so that they do not compete for the cores.
+
+    python scripts/bench.py                 # everything (about 15 minutes on 2 cores)
+    python scripts/bench.py --quick         # shorter versions
+    python scripts/bench.py --only synth read
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+
+
+def _mpirun(ranks: int) -> list[str]:
+    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+    return [launcher, "-n", str(ranks), "--oversubscribe"]
+
+
+def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
+    """Benchmark name -> command line (quick variants are shorter, not different)."""
+    py = sys.executable
+    return {
+        "synth": [py, str(SCRIPTS / "bench_synth.py"), "--events", "500" if quick else "2000",
+                  "--physics", "100" if quick else "500"],
+        "read": [py, str(SCRIPTS / "bench_read.py"), "--events", "1000" if quick else "3000",
+                 "--repeats", "3", "--contiguous"],
+        "regressor": [py, str(SCRIPTS / "bench_regressor.py"), "--threads", "1",
+                      "--out", str(out / "regressor"), *(["--quick"] if quick else [])],
+        "islands": [py, str(SCRIPTS / "bench_islands.py"), *(["--quick"] if quick else [])],
+        "gan": [py, str(SCRIPTS / "bench_gan.py"), "--batch", "4", "--steps", "2",
+                "--threads", "1"],
+        "gan_parallel": [*_mpirun(2), py, str(SCRIPTS / "bench_gan_parallel.py"),
+                         "--steps", "10" if quick else "20"],
+        "search": [py, str(SCRIPTS / "bench_search.py"), *(["--quick"] if quick else [])],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="logs go here")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    commands = benchmarks(args.quick, args.out)
+    unknown = sorted(set(args.only or ()) - set(commands))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(commands)}")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env.setdefault("EVOGAN_CACHE_DIR", str(args.out / "cache"))
+    failed = []
+    for name, command in commands.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"\n=== {name}: {' '.join(command)}", flush=True)
+        start = time.perf_counter()
+        with open(args.out / f"{name}.log", "w") as log:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, env=env)
+            for line in process.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+            returncode = process.wait()
+        print(f"=== {name}: exit {returncode} after {time.perf_counter() - start:.0f} s")
+        if returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
