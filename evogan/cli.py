@@ -20,6 +20,8 @@ COMMANDS = {
     "compare": "compare",
     "validate": "validate",
     "generate": "generate",
+    "search": "search",
+    "report": "report",
 }
 
 

@@ -30,17 +30,50 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
     """Benchmark name -> command line (quick variants are shorter, not different)."""
     py = sys.executable
     return {
-        "synth": [py, str(SCRIPTS / "bench_synth.py"), "--events", "500" if quick else "2000",
-                  "--physics", "100" if quick else "500"],
-        "read": [py, str(SCRIPTS / "bench_read.py"), "--events", "1000" if quick else "3000",
-                 "--repeats", "3", "--contiguous"],
-        "regressor": [py, str(SCRIPTS / "bench_regressor.py"), "--threads", "1",
-                      "--out", str(out / "regressor"), *(["--quick"] if quick else [])],
+        "synth": [
+            py,
+            str(SCRIPTS / "bench_synth.py"),
+            "--events",
+            "500" if quick else "2000",
+            "--physics",
+            "100" if quick else "500",
+        ],
+        "read": [
+            py,
+            str(SCRIPTS / "bench_read.py"),
+            "--events",
+            "1000" if quick else "3000",
+            "--repeats",
+            "3",
+            "--contiguous",
+        ],
+        "regressor": [
+            py,
+            str(SCRIPTS / "bench_regressor.py"),
+            "--threads",
+            "1",
+            "--out",
+            str(out / "regressor"),
+            *(["--quick"] if quick else []),
+        ],
         "islands": [py, str(SCRIPTS / "bench_islands.py"), *(["--quick"] if quick else [])],
-        "gan": [py, str(SCRIPTS / "bench_gan.py"), "--batch", "4", "--steps", "2",
-                "--threads", "1"],
-        "gan_parallel": [*_mpirun(2), py, str(SCRIPTS / "bench_gan_parallel.py"),
-                         "--steps", "10" if quick else "20"],
+        "gan": [
+            py,
+            str(SCRIPTS / "bench_gan.py"),
+            "--batch",
+            "4",
+            "--steps",
+            "2",
+            "--threads",
+            "1",
+        ],
+        "gan_parallel": [
+            *_mpirun(2),
+            py,
+            str(SCRIPTS / "bench_gan_parallel.py"),
+            "--steps",
+            "10" if quick else "20",
+        ],
         "search": [py, str(SCRIPTS / "bench_search.py"), *(["--quick"] if quick else [])],
     }
 
@@ -56,8 +89,12 @@ def main() -> int:
     unknown = sorted(set(args.only or ()) - set(commands))
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(commands)}")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+    )
     env.setdefault("EVOGAN_CACHE_DIR", str(args.out / "cache"))
     failed = []
     for name, command in commands.items():
@@ -66,8 +103,9 @@ def main() -> int:
         print(f"\n=== {name}: {' '.join(command)}", flush=True)
         start = time.perf_counter()
         with open(args.out / f"{name}.log", "w") as log:
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, env=env)
+            process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            )
             for line in process.stdout:
                 sys.stdout.write(line)
                 log.write(line)

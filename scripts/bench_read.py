@@ -68,8 +68,10 @@ def bench(path: Path, chunk_events: int, repeats: int) -> float:
     wall_ratio = best["bulk h5py"][0] / best["iter_chunks"][0]
     cpu_ratio = best["bulk h5py"][1] / best["iter_chunks"][1]
     verdict = "meets" if max(wall_ratio, cpu_ratio) >= TARGET else "MISSES"
-    print(f"streaming / bulk rate: {wall_ratio:.2f} (wall), {cpu_ratio:.2f} (cpu); "
-          f"{verdict} the {TARGET} target (chunk_events={chunk_events})")
+    print(
+        f"streaming / bulk rate: {wall_ratio:.2f} (wall), {cpu_ratio:.2f} (cpu); "
+        f"{verdict} the {TARGET} target (chunk_events={chunk_events})"
+    )
     return wall_ratio
 
 
@@ -89,8 +91,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=3000, help="synthetic events to write")
     parser.add_argument("--chunk-events", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--contiguous", action="store_true",
-                        help="also bench an uncompressed, contiguous copy of the file")
+    parser.add_argument(
+        "--contiguous",
+        action="store_true",
+        help="also bench an uncompressed, contiguous copy of the file",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         path = args.file
@@ -100,8 +105,9 @@ def main() -> None:
             path = write_synthetic(Path(tmp) / "bench_read.h5", args.events, (2.0, 500.0), 1)
         bench(path, args.chunk_events, args.repeats)
         if args.contiguous:
-            bench(contiguous_copy(path, Path(tmp) / "contiguous.h5"), args.chunk_events,
-                  args.repeats)
+            bench(
+                contiguous_copy(path, Path(tmp) / "contiguous.h5"), args.chunk_events, args.repeats
+            )
 
 
 if __name__ == "__main__":

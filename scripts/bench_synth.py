@@ -29,15 +29,24 @@ from evogan.data.writer import ShowerWriter  # noqa: E402
 from evogan.physics import observables as obs  # noqa: E402
 
 TARGET = 500.0
-REFERENCE_SF = {2: 0.0220, 10: 0.0220, 50: 0.0209, 100: 0.0202, 200: 0.0193, 400: 0.0184,
-                500: 0.0181}
+REFERENCE_SF = {
+    2: 0.0220,
+    10: 0.0220,
+    50: 0.0209,
+    100: 0.0202,
+    200: 0.0193,
+    400: 0.0184,
+    500: 0.0181,
+}
 REFERENCE_T = {2: 4.7, 10: 6.3, 100: 8.6, 200: 9.3, 500: 10.2}
 
 
 def throughput(events: int, seed: int) -> None:
     """Wall and CPU time: on a shared machine CPU time is the per-core figure."""
-    print(f"{'mode':<22}{'events':>8}{'wall s':>8}{'cpu s':>8}{'showers/s':>11}"
-          f"{'(cpu)':>7}{'x target':>10}")
+    print(
+        f"{'mode':<22}{'events':>8}{'wall s':>8}{'cpu s':>8}{'showers/s':>11}"
+        f"{'(cpu)':>7}{'x target':>10}"
+    )
     rows = []
     wall, cpu = time.perf_counter(), time.process_time()
     for _chunk in synthesize(events, (2.0, 500.0), seed):
@@ -50,49 +59,67 @@ def throughput(events: int, seed: int) -> None:
         rows.append(("generate + write h5", time.perf_counter() - wall, time.process_time() - cpu))
         size_mb = path.stat().st_size / 1e6
     for name, wall, cpu in rows:
-        print(f"{name:<22}{events:>8}{wall:>8.2f}{cpu:>8.2f}{events / wall:>11.0f}"
-              f"{events / cpu:>7.0f}{events / cpu / TARGET:>10.2f}")
+        print(
+            f"{name:<22}{events:>8}{wall:>8.2f}{cpu:>8.2f}{events / wall:>11.0f}"
+            f"{events / cpu:>7.0f}{events / cpu / TARGET:>10.2f}"
+        )
     print(f"file size {size_mb:.1f} MB ({size_mb * 1e3 / events:.1f} kB/event)")
 
 
 def physics(per_energy: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     centres = detector.layer_centres_x0()
-    print(f"{'E GeV':>6}{'SF':>9}{'ref':>8}{'ratio':>7}{'T X0':>7}{'ref':>6}"
-          f"{'sigma/E':>9}{'.11/vE':>8}{'empty':>8}{'hits':>7}")
+    print(
+        f"{'E GeV':>6}{'SF':>9}{'ref':>8}{'ratio':>7}{'T X0':>7}{'ref':>6}"
+        f"{'sigma/E':>9}{'.11/vE':>8}{'empty':>8}{'hits':>7}"
+    )
     for energy, ref in REFERENCE_SF.items():
         ecal = generate_showers(np.full(per_energy, float(energy)), rng)
         sf = obs.sampling_fraction(ecal, np.full(per_energy, float(energy)))
         depth = np.nanmean(obs.shower_max_depth_x0(ecal, centres))
         ref_t = f"{REFERENCE_T[energy]:6.1f}" if energy in REFERENCE_T else " " * 6
-        print(f"{energy:>6}{sf.mean():>9.5f}{ref:>8.4f}{sf.mean() / ref:>7.3f}{depth:>7.2f}{ref_t}"
-              f"{sf.std() / sf.mean():>9.4f}{0.11 / np.sqrt(energy):>8.4f}"
-              f"{obs.empty_cell_fraction(ecal).mean():>8.4f}{obs.hit_count(ecal).mean():>7.0f}")
+        print(
+            f"{energy:>6}{sf.mean():>9.5f}{ref:>8.4f}{sf.mean() / ref:>7.3f}{depth:>7.2f}{ref_t}"
+            f"{sf.std() / sf.mean():>9.4f}{0.11 / np.sqrt(energy):>8.4f}"
+            f"{obs.empty_cell_fraction(ecal).mean():>8.4f}{obs.hit_count(ecal).mean():>7.0f}"
+        )
 
 
 def codecs(events: int, seed: int) -> None:
     """CPU time per event of writing and reading back ``ECAL`` with each HDF5 filter."""
     chunks = list(synthesize(events, (2.0, 500.0), seed))
     print(f"{'codec':<18}{'write ms/ev':>12}{'read ms/ev':>11}{'kB/ev':>8}")
-    options = [("gzip-1", "gzip", 1, False), ("gzip-1 + shuffle", "gzip", 1, True),
-               ("gzip-4", "gzip", 4, False), ("lzf", "lzf", None, False),
-               ("lzf + shuffle", "lzf", None, True), ("none", None, None, False)]
+    options = [
+        ("gzip-1", "gzip", 1, False),
+        ("gzip-1 + shuffle", "gzip", 1, True),
+        ("gzip-4", "gzip", 4, False),
+        ("lzf", "lzf", None, False),
+        ("lzf + shuffle", "lzf", None, True),
+        ("none", None, None, False),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         for name, compression, level, shuffle in options:
             path = Path(tmp) / "codec.h5"
             start = time.process_time()
-            with ShowerWriter(path, detector.SHAPE, compression=compression,
-                              compression_opts=level, shuffle=shuffle) as writer:
+            with ShowerWriter(
+                path,
+                detector.SHAPE,
+                compression=compression,
+                compression_opts=level,
+                shuffle=shuffle,
+            ) as writer:
                 for ecal, energy, theta in chunks:
                     writer.append(ecal, energy, theta)
             written = time.process_time() - start
             start = time.process_time()
             with h5py.File(path) as f:
                 for i in range(0, events, 64):
-                    f["ECAL"][i:i + 64]
+                    f["ECAL"][i : i + 64]
             read = time.process_time() - start
-            print(f"{name:<18}{written / events * 1e3:>12.2f}{read / events * 1e3:>11.2f}"
-                  f"{path.stat().st_size / events / 1e3:>8.1f}")
+            print(
+                f"{name:<18}{written / events * 1e3:>12.2f}{read / events * 1e3:>11.2f}"
+                f"{path.stat().st_size / events / 1e3:>8.1f}"
+            )
 
 
 def main() -> None:

@@ -47,5 +47,9 @@ def evogan(
     """Run the ``evogan`` CLI in a subprocess, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "evogan", *args],
-        cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout, env=mpi_env(),
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=mpi_env(),
     )

@@ -37,8 +37,9 @@ def test_racing_ranks_generate_once(tmp_path, monkeypatch):
     monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "out"
     out.mkdir()
-    result = mpirun(2, ["tests/mpi_scripts/shard_check.py", "--default-events", "64",
-                        "--out", str(out)])
+    result = mpirun(
+        2, ["tests/mpi_scripts/shard_check.py", "--default-events", "64", "--out", str(out)]
+    )
     assert result.returncode == 0, result.stderr
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     paths = {r["path"] for r in reports}

@@ -52,8 +52,14 @@ class Sphere(DifferentiableProblem):
 
 def _run(problem, strategy=PlusLambda, seed: int = 0, **kwargs: Any):
     engine = strategy(
-        problem, children=6, initial_parents=4, epochs=kwargs.pop("epochs", 4),
-        streams=Streams.derive(seed), rate=Constant(0.3), power=Constant(0.5), **kwargs,
+        problem,
+        children=6,
+        initial_parents=4,
+        epochs=kwargs.pop("epochs", 4),
+        streams=Streams.derive(seed),
+        rate=Constant(0.3),
+        power=Constant(0.5),
+        **kwargs,
     )
     return engine, engine.run()
 
@@ -106,7 +112,11 @@ def test_hooks_observers_and_hall_of_fame() -> None:
 
     records: list[dict] = []
     engine, result = _run(
-        Sphere(), strategy=Counting, epochs=3, observers=[records.append], hall_of_fame=2,
+        Sphere(),
+        strategy=Counting,
+        epochs=3,
+        observers=[records.append],
+        hall_of_fame=2,
         epoch_report=lambda genome: {"norm": float(genome.norm())},
     )
     assert seen == (["generation"] * 5 + ["epoch"]) * 3

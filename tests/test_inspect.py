@@ -12,8 +12,17 @@ from evogan.physics.inspect import REFERENCE_EDGES_GEV, energy_edges, format_rep
 from tests.conftest import evogan
 from tests.data_fixtures import write_layout
 
-KEYS = {"events", "energy_min", "energy_max", "sampling_fraction", "shower_max",
-        "empty_cell_fraction", "layout", "shape", "file"}
+KEYS = {
+    "events",
+    "energy_min",
+    "energy_max",
+    "sampling_fraction",
+    "shower_max",
+    "empty_cell_fraction",
+    "layout",
+    "shape",
+    "file",
+}
 
 
 @pytest.fixture(scope="module")

@@ -96,8 +96,9 @@ def test_globs_several_files_and_order(tmp_path):
     write_layout(tmp_path / "EleEscan_1.h5", "raw51", 5, first=0)
     write_layout(tmp_path / "EleEscan_2.h5", "raw51", 7, first=5)
     write_layout(tmp_path / "other.h5", "processed51", 4, first=12)
-    files = open_files([str(tmp_path / "EleEscan_*.h5"), tmp_path / "EleEscan_1.h5",
-                        tmp_path / "other.h5"])
+    files = open_files(
+        [str(tmp_path / "EleEscan_*.h5"), tmp_path / "EleEscan_1.h5", tmp_path / "other.h5"]
+    )
     assert [f.path.name for f in files] == ["EleEscan_1.h5", "EleEscan_2.h5", "other.h5"]
     data = ShowerDataset.from_files(files)
     assert len(data) == 16 and data.layout == "raw51+processed51"
@@ -132,8 +133,7 @@ def test_split_by_fraction_and_limits(tmp_path):
     np.testing.assert_array_equal(train.energies(), energies(15))
     np.testing.assert_array_equal(test.energies(), energies(5, 15))  # the last quarter
     assert "15 training / 5 test events" in said[-1]
-    cfg = DataConfig(files=files, test_fraction=0.25, max_events=12, train_events=4,
-                     test_events=50)
+    cfg = DataConfig(files=files, test_fraction=0.25, max_events=12, train_events=4, test_events=50)
     train, test = open_dataset(cfg, announce=said.append)
     np.testing.assert_array_equal(train.energies(), energies(4))
     np.testing.assert_array_equal(test.energies(), energies(3, 9))
@@ -170,8 +170,16 @@ def test_shards_under_mpirun(tmp_path):
     write_layout(tmp_path / "EleEscan_2.h5", "raw51", 7, first=9)
     out = tmp_path / "out"
     out.mkdir()
-    result = mpirun(2, ["tests/mpi_scripts/shard_check.py", "--files",
-                        str(tmp_path / "EleEscan_*.h5"), "--out", str(out)])
+    result = mpirun(
+        2,
+        [
+            "tests/mpi_scripts/shard_check.py",
+            "--files",
+            str(tmp_path / "EleEscan_*.h5"),
+            "--out",
+            str(out),
+        ],
+    )
     assert result.returncode == 0, result.stderr
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["size"] for r in reports] == [2, 2]

@@ -26,8 +26,16 @@ TINY = {
     "run": {"progress_every": 3},
 }
 SUMMARY_KEYS = {
-    "method", "test_mape", "best_fitness", "epochs", "generations", "evaluations",
-    "wall_seconds", "seconds_to_mape_10", "seconds_to_mape_5", "energy_response",
+    "method",
+    "test_mape",
+    "best_fitness",
+    "epochs",
+    "generations",
+    "evaluations",
+    "wall_seconds",
+    "seconds_to_mape_10",
+    "seconds_to_mape_5",
+    "energy_response",
 }
 TIMING = ("seconds", "_per_s", "finished", "eval_share")
 
@@ -58,7 +66,12 @@ def test_ga_run_writes_a_complete_run_directory(runs) -> None:
     root, _, done = runs
     run = root / "ga"
     assert {p.name for p in run.iterdir()} == {
-        "config.yaml", "metrics.jsonl", "best_model.h5", "summary.json"
+        "config.yaml",
+        "metrics.jsonl",
+        "best_model.h5",
+        "summary.json",
+        "manifest.json",
+        "checkpoints",
     }
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary) >= SUMMARY_KEYS

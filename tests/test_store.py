@@ -52,7 +52,9 @@ def test_metrics_are_strict_json_lines_and_survive_a_torn_line(tmp_path) -> None
 
 def test_weights_round_trip_exactly_with_metadata(tmp_path) -> None:
     state = {
-        "conv.weight": torch.randn(8, 1, 5, 5), "linear.bias": torch.randn(1), "a/b": torch.ones(2)
+        "conv.weight": torch.randn(8, 1, 5, 5),
+        "linear.bias": torch.randn(1),
+        "a/b": torch.ones(2),
     }
     path = save_weights(tmp_path / "best.h5", state, {"method": "ga", "fitness": 0.05})
     loaded, meta = load_weights(path)

@@ -47,9 +47,9 @@ def test_sampling_fraction_falls_with_energy() -> None:
 def test_shower_maximum_deepens_linearly_in_log_energy() -> None:
     energies = np.array([5.0, 20.0, 100.0, 400.0])
     centres = detector.layer_centres_x0()
-    depth = np.array([
-        np.nanmean(obs.shower_max_depth_x0(_showers(e, 150, seed=11), centres)) for e in energies
-    ])
+    depth = np.array(
+        [np.nanmean(obs.shower_max_depth_x0(_showers(e, 150, seed=11), centres)) for e in energies]
+    )
     assert np.all(np.diff(depth) > 0), depth
     slope, intercept = np.polyfit(np.log(energies), depth, 1)
     # GFLASH: T = ln(E / Ec) - 0.812, i.e. one X0 per e-fold of energy.

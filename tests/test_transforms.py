@@ -57,8 +57,9 @@ def test_energy_targets():
 def test_regressor_arrays_match_projections_of_the_full_read(tmp_path, axis):
     write_layout(tmp_path / "a.h5", "processed51", 7, first=0)
     write_layout(tmp_path / "b.h5", "processed51", 4, first=7)
-    cfg = DataConfig(files=[str(tmp_path / "*.h5")], projection_axis=axis, cell_scale="power",
-                     chunk_events=3)
+    cfg = DataConfig(
+        files=[str(tmp_path / "*.h5")], projection_axis=axis, cell_scale="power", chunk_events=3
+    )
     data = ShowerDataset.from_files(open_files(cfg.files))
     arrays = regressor_arrays(cfg, data)
     cells = np.concatenate([expected_cells("processed51", 7), expected_cells("processed51", 4, 7)])

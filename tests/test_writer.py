@@ -78,9 +78,10 @@ def test_failed_rewrite_keeps_the_previous_file(tmp_path: Path) -> None:
 
 def test_batch_shape_is_checked(tmp_path: Path) -> None:
     ecal, energy, theta = _batch(3, seed=0)
-    with pytest.raises(DataError, match=r"shape \(2, 4, 3, 5\)"), ShowerWriter(
-        tmp_path / "x.h5", SHAPE
-    ) as writer:
+    with (
+        pytest.raises(DataError, match=r"shape \(2, 4, 3, 5\)"),
+        ShowerWriter(tmp_path / "x.h5", SHAPE) as writer,
+    ):
         writer.append(ecal, energy[:2], theta[:2])
     assert _leftovers(tmp_path) == []
 
@@ -109,8 +110,19 @@ def test_read_only_directory_is_refused(tmp_path: Path) -> None:
 
 def test_cli_synth_writes_a_file(tmp_path: Path) -> None:
     out = tmp_path / "synth.h5"
-    result = evogan("data", "synth", "--out", str(out), "--events", "5", "--seed", "3",
-                    "--energy-range", "50", "60")
+    result = evogan(
+        "data",
+        "synth",
+        "--out",
+        str(out),
+        "--events",
+        "5",
+        "--seed",
+        "3",
+        "--energy-range",
+        "50",
+        "60",
+    )
     assert result.returncode == 0, result.stderr
     assert "wrote 5 synthetic showers" in result.stdout
     with h5py.File(out) as f:

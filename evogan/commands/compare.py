@@ -21,6 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from evogan.plots.compare import (
         RunRecord,
         plot_energy_response,
+        plot_island_curves,
         plot_relative_error,
         plot_test_loss,
         summary_table,
@@ -37,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
         plot_relative_error(records, args.out / "relative_error.png"),
         atomic_write(args.out / "summary.md", "# Run comparison\n\n" + summary_table(records)),
     ]
+    islands = plot_island_curves(records, args.out / "island_curves.png")
+    if islands is not None:
+        written.append(islands)
     print(summary_table(records), end="")
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0

@@ -17,7 +17,11 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     synth.add_argument("--out", required=True, type=Path, help="HDF5 file to write")
     synth.add_argument("--events", required=True, type=int, help="number of showers")
     synth.add_argument(
-        "--energy-range", nargs=2, type=float, default=(2.0, 500.0), metavar=("LO", "HI"),
+        "--energy-range",
+        nargs=2,
+        type=float,
+        default=(2.0, 500.0),
+        metavar=("LO", "HI"),
         help="primary energy range in GeV, drawn uniformly (default: 2 500)",
     )
     synth.add_argument("--seed", type=int, default=0, help="random seed (same seed, same file)")
@@ -28,7 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.add_argument("--plot", type=Path, metavar="PNG", help="write shower-shape figures")
     inspect.add_argument(
-        "--layout", default="auto",
+        "--layout",
+        default="auto",
         choices=["auto", "fixed25", "raw51", "processed51", "evogan"],
         help="force a layout instead of detecting it from keys and shapes",
     )

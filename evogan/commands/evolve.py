@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from evogan.commands.train import dispatch
+from evogan.errors import EvoganError
 
 # Config task -> "module:function(config, run_dir) -> RunDir" that evolves it.
 EVOLVERS = {
@@ -17,17 +18,44 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser = subparsers.add_parser(
         name, help="evolve network weights with the (1+lambda) GA or its RMSprop hybrid"
     )
-    parser.add_argument("config", type=Path, help="YAML config, e.g. configs/regressor_ga.yaml")
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "config",
+        type=Path,
+        nargs="?",
+        help="YAML config, e.g. configs/regressor_ga.yaml (not with --resume)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value, e.g. --set ga.children=16 (repeatable)",
     )
     parser.add_argument(
         "--run-dir", type=Path, help="write the run here instead of populations/METHOD-TIME"
     )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="continue RUN_DIR from its checkpoints (same mpirun -n as the first launch)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    dispatch(EVOLVERS, "evolve", args.config, args.overrides, args.run_dir)
+    if args.resume is None:
+        if args.config is None:
+            raise EvoganError("evogan evolve needs a CONFIG file, or --resume RUN_DIR")
+        dispatch(EVOLVERS, "evolve", args.config, args.overrides, args.run_dir)
+        return 0
+    if args.config is not None or args.run_dir is not None:
+        raise EvoganError(
+            "--resume RUN_DIR continues with the run's own config.yaml; drop CONFIG/--run-dir"
+        )
+    config = args.resume / "config.yaml"
+    if not config.is_file():
+        raise EvoganError(f"{args.resume} is not a run directory to resume (no config.yaml)")
+    dispatch(EVOLVERS, "evolve", config, args.overrides, args.resume, resume=True)
     return 0

@@ -22,7 +22,11 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         "config", type=Path, help="YAML config, e.g. configs/regressor_rmsprop.yaml"
     )
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value, e.g. --set train.lr=3e-4 (repeatable)",
     )
     parser.add_argument(
@@ -40,7 +44,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dispatch(
-    table: dict[str, str], command: str, path: Path, overrides: list[str], run_dir: Path | None
+    table: dict[str, str],
+    command: str,
+    path: Path,
+    overrides: list[str],
+    run_dir: Path | None,
+    **options: object,
 ) -> object:
     """Load the config and call the function registered for its task."""
     cfg = load_config(path, overrides)
@@ -51,4 +60,4 @@ def dispatch(
             f"allowed: {', '.join(table)}"
         )
     module, _, function = table[task].partition(":")
-    return getattr(importlib.import_module(module), function)(cfg, run_dir)
+    return getattr(importlib.import_module(module), function)(cfg, run_dir, **options)

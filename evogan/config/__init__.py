@@ -10,6 +10,7 @@ from evogan.config.base import StrictModel, apply_overrides, dump, read_yaml, va
 from evogan.config.data import DataConfig, SyntheticConfig
 from evogan.config.gan import Gan3dConfig, GanSpec
 from evogan.config.regressor import GAConfig, RegressorConfig, RegressorModelConfig, TrainConfig
+from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "GanSpec",
     "RegressorConfig",
     "RegressorModelConfig",
+    "SearchConfig",
     "StrictModel",
     "SyntheticConfig",
     "TrainConfig",
@@ -27,7 +29,11 @@ __all__ = [
     "load_config",
 ]
 
-TASKS: dict[str, type[BaseModel]] = {"regressor": RegressorConfig, "gan3d": Gan3dConfig}
+TASKS: dict[str, type[BaseModel]] = {
+    "regressor": RegressorConfig,
+    "gan3d": Gan3dConfig,
+    "search": SearchConfig,
+}
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> BaseModel:

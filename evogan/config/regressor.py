@@ -8,6 +8,7 @@ from pydantic import Field, PositiveInt
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
+from evogan.config.islands import CheckpointConfig, IslandsConfig, MigrationConfig
 
 Schedule = Literal["constant", "step", "exponential"]
 
@@ -74,3 +75,6 @@ class RegressorConfig(StrictModel):
     ga: GAConfig = Field(default_factory=GAConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     run: RunConfig = Field(default_factory=RunConfig)
+    islands: IslandsConfig = Field(default_factory=IslandsConfig)
+    migration: MigrationConfig = Field(default_factory=MigrationConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)

@@ -1,1 +1,34 @@
+"""Calorimeter showers in: public 3DGAN HDF5 layouts, the synthetic generator, transforms.
 
+Modules: ``detector`` (CLIC ECAL geometry), ``synthetic`` (GFLASH-style showers), ``writer``
+(atomic HDF5 output), ``layouts`` (detection of the public layouts), ``reader`` (lazy chunked
+streaming and per-rank shards), ``transforms`` (2D projection, cell scaling, regressor arrays),
+``default`` (the cached synthetic set used when a config names no files).
+"""
+
+from evogan.data.reader import ShowerChunk, ShowerDataset, open_dataset, open_files
+from evogan.data.synthetic import generate_showers, synthesize, write_synthetic
+from evogan.data.transforms import (
+    RegressorArrays,
+    energy_targets,
+    load_regressor_data,
+    project_2d,
+    scale_cells,
+)
+from evogan.data.writer import ShowerWriter
+
+__all__ = [
+    "RegressorArrays",
+    "ShowerChunk",
+    "ShowerDataset",
+    "ShowerWriter",
+    "energy_targets",
+    "generate_showers",
+    "load_regressor_data",
+    "open_dataset",
+    "open_files",
+    "project_2d",
+    "scale_cells",
+    "synthesize",
+    "write_synthetic",
+]

@@ -39,15 +39,12 @@ def default_data_path(cfg: SyntheticConfig) -> Path:
     """Where the synthetic set for ``cfg`` is (or will be) cached."""
     low, high = cfg.energy_range
     name = (
-        f"synthetic_{cfg.events}ev_{low:g}-{high:g}GeV_seed{cfg.seed}_"
-        f"gen{generator_version()}.h5"
+        f"synthetic_{cfg.events}ev_{low:g}-{high:g}GeV_seed{cfg.seed}_gen{generator_version()}.h5"
     )
     return cache_dir() / name
 
 
-def ensure_default_data(
-    cfg: SyntheticConfig, *, announce: Callable[[str], object] = print
-) -> Path:
+def ensure_default_data(cfg: SyntheticConfig, *, announce: Callable[[str], object] = print) -> Path:
     """Path of the cached synthetic set, generating it first if no process has yet."""
     path = default_data_path(cfg)
     if path.is_file():

@@ -157,7 +157,9 @@ class ShowerDataset:
         for chunk in view.iter_chunks():
             k = len(chunk)
             ecal[at : at + k], energy[at : at + k], theta[at : at + k] = (
-                chunk.ecal, chunk.energy, chunk.theta,
+                chunk.ecal,
+                chunk.energy,
+                chunk.theta,
             )
             at += k
         return ShowerChunk(ecal, energy, theta)
@@ -243,7 +245,9 @@ def open_dataset(
 
         patterns = [str(ensure_default_data(cfg.synthetic, announce=announce))]
     options = dict(
-        layout=cfg.layout, ecal_key=cfg.ecal_key, energy_key=cfg.energy_key,
+        layout=cfg.layout,
+        ecal_key=cfg.ecal_key,
+        energy_key=cfg.energy_key,
         ecal_scale=cfg.ecal_scale,
     )
     view = dict(cell_threshold=cfg.cell_threshold, chunk_events=cfg.chunk_events)

@@ -119,8 +119,9 @@ def _layer_of(depth_x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         det.THIN_LAYERS + (depth_x0 - np.float32(_THIN_DEPTH_X0)) / np.float32(_THICK_X0),
     )
     layer = np.minimum(layer, det.LAYERS).astype(np.int64)
-    visible = np.where(thin, np.float32(VISIBLE_PER_ABSORBED),
-                       np.float32(VISIBLE_PER_ABSORBED * THICK_TO_THIN))
+    visible = np.where(
+        thin, np.float32(VISIBLE_PER_ABSORBED), np.float32(VISIBLE_PER_ABSORBED * THICK_TO_THIN)
+    )
     return layer, visible
 
 
@@ -148,7 +149,8 @@ def generate_showers(
     energies = np.asarray(energies, dtype=np.float64).reshape(-1)
     if energies.size and not (
         np.all(np.isfinite(energies))
-        and energies.min() >= MIN_ENERGY_GEV and energies.max() <= MAX_ENERGY_GEV
+        and energies.min() >= MIN_ENERGY_GEV
+        and energies.max() <= MAX_ENERGY_GEV
     ):
         raise EvoganError(
             f"synthetic shower energies must lie in [{MIN_ENERGY_GEV:g}, {MAX_ENERGY_GEV:g}] GeV, "
@@ -158,8 +160,10 @@ def generate_showers(
     if theta is not None:
         theta = np.broadcast_to(np.asarray(theta, dtype=np.float64), (n,))
         if n and not np.all((theta > 0.1) & (theta < math.pi - 0.1)):
-            raise EvoganError(f"theta must lie in (0.1, pi - 0.1) rad, got {theta.min():g} to "
-                              f"{theta.max():g} (a grazing shower leaves the window)")
+            raise EvoganError(
+                f"theta must lie in (0.1, pi - 0.1) rad, got {theta.min():g} to "
+                f"{theta.max():g} (a grazing shower leaves the window)"
+            )
     alpha, t_max = _longitudinal(energies, rng)
     counts = spot_counts(energies)
 

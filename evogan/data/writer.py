@@ -111,10 +111,19 @@ class ShowerWriter:
         f.attrs["evogan_version"] = __version__
         for key, value in self.attrs.items():
             f.attrs[key] = value
-        filters = {"compression": self.compression, "compression_opts": self.compression_opts,
-                   "shuffle": self.shuffle}
-        f.create_dataset("ECAL", shape=(0, *self.shape), maxshape=(None, *self.shape),
-                         dtype=np.float32, chunks=(1, *self.shape), **filters)
+        filters = {
+            "compression": self.compression,
+            "compression_opts": self.compression_opts,
+            "shuffle": self.shuffle,
+        }
+        f.create_dataset(
+            "ECAL",
+            shape=(0, *self.shape),
+            maxshape=(None, *self.shape),
+            dtype=np.float32,
+            chunks=(1, *self.shape),
+            **filters,
+        )
         for key in ("energy", "theta", "sum"):
             f.create_dataset(key, shape=(0,), maxshape=(None,), dtype=np.float32, chunks=(4096,))
 
@@ -140,8 +149,12 @@ class ShowerWriter:
                 raise DataError(f"{key} values must be finite, got NaN or inf in a batch of {n}")
         total = ecal.reshape(n, -1).sum(axis=1, dtype=np.float64).astype(np.float32)
         start, stop = self.events, self.events + n
-        for key, values in (("ECAL", ecal), ("energy", energy), ("theta", theta_arr),
-                            ("sum", total)):
+        for key, values in (
+            ("ECAL", ecal),
+            ("energy", energy),
+            ("theta", theta_arr),
+            ("sum", total),
+        ):
             dataset = self._file[key]
             dataset.resize(stop, axis=0)
             dataset[start:stop] = values

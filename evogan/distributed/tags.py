@@ -12,3 +12,11 @@ class Tag(IntEnum):
     """A float32 payload (fused gradients) sent to the right-hand ring neighbour."""
     RING_COUNT = 102
     """How many payloads a rank sent in total, exchanged once when a ring closes."""
+    SEARCH_MIGRANT = 301
+    """Architecture genomes (with their evaluations) sent between search islands."""
+    SEARCH_RESULT = 302
+    """A group leader's finished candidate (or first request) sent to the study owner."""
+    SEARCH_TRIAL = 303
+    """The study owner's next trial for a group leader (None: stop)."""
+    MIGRANTS = 103
+    """A pickled list of migrants sent from one island leader to another."""

@@ -9,6 +9,7 @@ migration), :meth:`~Evolution.on_epoch_end` (checkpoints).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from abc import ABC, abstractmethod
@@ -126,6 +127,7 @@ class Evolution(ABC):
         self.elite: Tensor | None = None
         self.elite_fitness = math.inf
         self.start_epoch = 0
+        self.start_batch = 0
         self.generation = 0
         self.evaluations = 0
         self.train_seconds = 0.0
@@ -168,8 +170,10 @@ class Evolution(ABC):
         self._started = self.clock()
         self.on_start()
         for epoch in range(self.start_epoch, self.epochs):
-            for batch in self.problem.batches(epoch, self.streams.data):
+            batches = self.problem.batches(epoch, self.streams.data)
+            for batch in itertools.islice(batches, self.start_batch, None):  # resumed mid-epoch
                 self.step(batch, epoch)
+            self.start_batch = 0
             self.end_epoch(epoch)
         return self.result()
 

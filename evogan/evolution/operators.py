@@ -26,9 +26,11 @@ def mutation_mask(
     device: torch.device | None = None,
 ) -> Tensor:
     """Boolean (count, size) mask, :func:`mutated_count` True entries per row, uniformly placed."""
-    chosen = torch.rand(count, size, generator=generator, device=device).topk(
-        mutated_count(size, rate), dim=1
-    ).indices
+    chosen = (
+        torch.rand(count, size, generator=generator, device=device)
+        .topk(mutated_count(size, rate), dim=1)
+        .indices
+    )
     mask = torch.zeros(count, size, dtype=torch.bool, device=device)
     return mask.scatter_(1, chosen, True)
 

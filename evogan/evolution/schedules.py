@@ -43,7 +43,10 @@ Schedule = Constant | Step | Exponential
 
 
 def make_schedule(
-    kind: str, value: float, milestones: Sequence[int] = (10, 20), factor: float = 0.1,
+    kind: str,
+    value: float,
+    milestones: Sequence[int] = (10, 20),
+    factor: float = 0.1,
     gamma: float = 0.9,
 ) -> Schedule:
     """Schedule by name: ``constant``, ``step`` or ``exponential``."""

@@ -38,7 +38,11 @@ class RegressorLayout:
         if len(input_shape) != 3:
             raise ConfigError(f"regressor input must be (channels, H, W), got {tuple(input_shape)}")
         layout = cls(
-            tuple(int(n) for n in input_shape), cfg.filters, cfg.kernel, cfg.pool, cfg.pooling,
+            tuple(int(n) for n in input_shape),
+            cfg.filters,
+            cfg.kernel,
+            cfg.pool,
+            cfg.pooling,
             cfg.bias,
         )
         _, height, width = layout.input_shape
@@ -102,15 +106,23 @@ class RegressorLayout:
 
     def to_meta(self) -> dict:
         return {
-            "input_shape": list(self.input_shape), "filters": self.filters, "kernel": self.kernel,
-            "pool": self.pool, "pooling": self.pooling, "bias": self.bias,
+            "input_shape": list(self.input_shape),
+            "filters": self.filters,
+            "kernel": self.kernel,
+            "pool": self.pool,
+            "pooling": self.pooling,
+            "bias": self.bias,
         }
 
     @classmethod
     def from_meta(cls, meta: dict) -> RegressorLayout:
         return cls(
-            tuple(meta["input_shape"]), meta["filters"], meta["kernel"], meta["pool"],
-            meta["pooling"], meta["bias"],
+            tuple(meta["input_shape"]),
+            meta["filters"],
+            meta["kernel"],
+            meta["pool"],
+            meta["pooling"],
+            meta["bias"],
         )
 
 

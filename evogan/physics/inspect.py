@@ -23,8 +23,13 @@ REFERENCE_EDGES_GEV = (2.0, 10.0, 50.0, 100.0, 200.0, 300.0, 400.0, 500.0)
 FALLBACK_BINS = 6
 # Sampling fraction vs primary energy from the group's Geant4 fit (REFERENCE.md section 1).
 REFERENCE_SAMPLING_FRACTION = {
-    2.0: 0.0220, 10.0: 0.0220, 50.0: 0.0209, 100.0: 0.0202,
-    200.0: 0.0193, 400.0: 0.0184, 500.0: 0.0181,
+    2.0: 0.0220,
+    10.0: 0.0220,
+    50.0: 0.0209,
+    100.0: 0.0202,
+    200.0: 0.0193,
+    400.0: 0.0184,
+    500.0: 0.0181,
 }
 INSPECT_CHUNK_EVENTS = 500
 
@@ -73,8 +78,14 @@ def scan_file(path: str | Path, layout: str = "auto") -> Scan:
     with np.errstate(divide="ignore", invalid="ignore"):
         profiles = {axis: s / counts[:, None] for axis, s in sums.items()}
     return Scan(
-        dataset, edges, energy, np.concatenate(parts["sf"]), np.concatenate(parts["max"]),
-        np.concatenate(parts["empty"]), profiles, counts,
+        dataset,
+        edges,
+        energy,
+        np.concatenate(parts["sf"]),
+        np.concatenate(parts["max"]),
+        np.concatenate(parts["empty"]),
+        profiles,
+        counts,
     )
 
 

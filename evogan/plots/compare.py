@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 
-from evogan.store import RunDir, atomic_path
+from evogan.store import METRICS, RunDir, atomic_path, read_metrics
 
 COLOURS = {"ga": "tab:red", "rmsprop": "tab:blue", "hybrid": "tab:green"}
 
@@ -21,12 +21,18 @@ class RunRecord:
     method: str
     summary: dict[str, Any]
     epochs: list[dict[str, Any]]
+    islands: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> RunRecord:
         run = RunDir.open(path)
         summary = run.summary()
-        return cls(run.name, summary.get("method", "?"), summary, run.metrics("epoch"))
+        islands = {
+            int(folder.name.removeprefix("island-")): read_metrics(folder / METRICS, "epoch")
+            for folder in sorted((run.path / "islands").glob("island-*"))
+            if (folder / METRICS).is_file()
+        }
+        return cls(run.name, summary.get("method", "?"), summary, run.metrics("epoch"), islands)
 
 
 def _colour(record: RunRecord, index: int) -> str:
@@ -68,6 +74,42 @@ def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
+    """Test MAPE per island against epoch, one panel per island-model run (None if no run
+    had more than one island)."""
+    runs = [record for record in records if len(record.islands) > 1]
+    if not runs:
+        return None
+    fig = Figure(figsize=(5.5 * len(runs), 4.2))
+    axes = fig.subplots(1, len(runs), squeeze=False)[0]
+    for axis, record in zip(axes, runs, strict=True):
+        for island, epochs in sorted(record.islands.items()):
+            points = [r for r in epochs if r.get("test_mape") is not None]
+            axis.plot(
+                [r["epoch"] + 1 for r in points],
+                [100 * r["test_mape"] for r in points],
+                lw=1,
+                alpha=0.8,
+                label=f"island {island}",
+            )
+        best = [r for r in record.epochs if r.get("test_mape") is not None]
+        axis.plot(
+            [r["epoch"] + 1 for r in best],
+            [100 * r["test_mape"] for r in best],
+            color="black",
+            lw=2,
+            ls="--",
+            label="best island per epoch",
+        )
+        axis.set_title(f"{_label(record)}: {len(record.islands)} islands")
+        axis.set_xlabel("epoch")
+        axis.set_ylabel("test loss: relative error [%]")
+        axis.set_yscale("log")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=7, ncol=2 if len(record.islands) > 8 else 1)
+    return _save(fig, path)
+
+
 def _offsets(records: list[RunRecord], index: int, bins: list[dict[str, Any]]) -> list[float]:
     """Small horizontal shifts so the runs' markers in one energy bin do not hide each other."""
     count = max(len(records), 1)
@@ -85,12 +127,17 @@ def plot_energy_response(records: list[RunRecord], path: Path) -> Path:
         x = [b["true_mean"] + s for b, s in zip(bins, _offsets(records, index, bins), strict=True)]
         style = {"fmt": "o", "capsize": 3, "ms": 4, "color": _colour(record, index)}
         axis.errorbar(
-            x, [b["pred_mean"] for b in bins], yerr=[b["pred_std"] for b in bins],
-            label=_label(record), **style,
+            x,
+            [b["pred_mean"] for b in bins],
+            yerr=[b["pred_std"] for b in bins],
+            label=_label(record),
+            **style,
         )
         ratio.errorbar(
-            x, [b["pred_mean"] / b["true_mean"] for b in bins],
-            yerr=[b["pred_std"] / b["true_mean"] for b in bins], **style,
+            x,
+            [b["pred_mean"] / b["true_mean"] for b in bins],
+            yerr=[b["pred_std"] / b["true_mean"] for b in bins],
+            **style,
         )
         top = max([top, *(b["high"] for b in bins)])
     axis.plot([0, top], [0, top], color="black", lw=0.8, ls="--", label="ideal")
@@ -116,7 +163,10 @@ def plot_relative_error(records: list[RunRecord], path: Path) -> Path:
             [b["true_mean"] + s for b, s in zip(bins, shift, strict=True)],
             [100 * b["relative_error"] for b in bins],
             yerr=[100 * b["relative_error_std"] for b in bins],
-            fmt="o", capsize=3, color=_colour(record, index), label=_label(record),
+            fmt="o",
+            capsize=3,
+            color=_colour(record, index),
+            label=_label(record),
         )
     axis.axhline(10, color="grey", ls="--", lw=0.8, label="10%")
     axis.set_xlabel("true energy [GeV]")

@@ -49,8 +49,13 @@ def _figure(scan: Scan, title: str) -> Figure:
             prof = scan.profiles[axis][b]
             if axis == "z":  # shapes, not sizes: a 2 GeV shower would be flat at 0 otherwise
                 prof = prof / prof.sum()
-            ax.step(np.arange(len(prof)), prof, where="mid", color=colour,
-                    label=f"{scan.edges[b]:.0f}-{scan.edges[b + 1]:.0f} GeV")
+            ax.step(
+                np.arange(len(prof)),
+                prof,
+                where="mid",
+                color=colour,
+                label=f"{scan.edges[b]:.0f}-{scan.edges[b + 1]:.0f} GeV",
+            )
         ax.set_xlabel(label)
         if axis == "z":
             ax.set_ylabel("fraction of the shower's energy")

@@ -73,7 +73,11 @@ class Progress:
     """Metrics to JSONL plus a progress line every ``every`` generations/steps and each epoch."""
 
     def __init__(
-        self, writer: MetricsWriter, epochs: int, every: int, unit: str = "gen",
+        self,
+        writer: MetricsWriter,
+        epochs: int,
+        every: int,
+        unit: str = "gen",
         stream: Any = None,
     ) -> None:
         self.writer = writer
@@ -94,9 +98,16 @@ class Progress:
             )
         elif record["generation"] % self.every == 0:
             rate = (record["generation"] + 1) / max(record["train_seconds"], 1e-12)
+            island = (
+                ""
+                if record.get("global_best") is None
+                else (
+                    f" | global best {_fmt(record['global_best'])}"  # island runs: all islands
+                )
+            )
             self._print(
                 f"{self.unit} {record['generation']} | epoch {record['epoch'] + 1}/{self.epochs} | "
-                f"best {_fmt(record['best'])} | test MAPE {_fmt(self.test_mape)} | "
+                f"best {_fmt(record['best'])}{island} | test MAPE {_fmt(self.test_mape)} | "
                 f"{rate:.1f} {self.unit}/s | {record['evaluations_per_s']:.0f} evals/s"
             )
 
@@ -154,8 +165,12 @@ def finish_run(
     save_weights(
         run.file(BEST_MODEL),
         net.state_dict(),
-        {"model": layout.to_meta(), "method": method, "fitness": best_fitness,
-         "energy_scale": scale},
+        {
+            "model": layout.to_meta(),
+            "method": method,
+            "fitness": best_fitness,
+            "energy_scale": scale,
+        },
     )
     summary = {
         "method": method,

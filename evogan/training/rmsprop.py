@@ -61,8 +61,12 @@ def train_rmsprop(
             optimizer.step()
             train_seconds += time.perf_counter() - tick
             record = {
-                "kind": "generation", "generation": steps, "epoch": epoch,
-                "best": loss.item(), "mean": loss.item(), "std": 0.0,
+                "kind": "generation",
+                "generation": steps,
+                "epoch": epoch,
+                "best": loss.item(),
+                "mean": loss.item(),
+                "std": 0.0,
                 "evaluations": steps + 1,
                 "evaluations_per_s": (steps + 1) / max(train_seconds, 1e-12),
                 "train_seconds": train_seconds,
@@ -75,8 +79,12 @@ def train_rmsprop(
         if train_loss < best_fitness:
             best, best_fitness = net.genome(), train_loss
         record = {
-            "kind": "epoch", "epoch": epoch, "generation": steps, "evaluations": steps,
-            "reference_fitness": train_loss, "train_seconds": train_seconds,
+            "kind": "epoch",
+            "epoch": epoch,
+            "generation": steps,
+            "evaluations": steps,
+            "reference_fitness": train_loss,
+            "train_seconds": train_seconds,
             "wall_seconds": time.perf_counter() - started,
         }
         if epoch_report is not None:
@@ -103,7 +111,10 @@ def train_regressor(
     with writer:
         progress = Progress(writer, cfg.train.epochs, cfg.run.progress_every, unit="step")
         result = train_rmsprop(
-            problem, epochs=cfg.train.epochs, lr=cfg.train.lr, streams=Streams.derive(cfg.seed),
+            problem,
+            epochs=cfg.train.epochs,
+            lr=cfg.train.lr,
+            streams=Streams.derive(cfg.seed),
             observers=[progress],
             epoch_report=lambda net: epoch_test_mape(net, test.x, test.y),
         )
@@ -116,18 +127,31 @@ def train_regressor(
 
 
 def _summarise(
-    cfg: RegressorConfig, run: RunDir, problem: RegressorProblem, result: TrainResult,
+    cfg: RegressorConfig,
+    run: RunDir,
+    problem: RegressorProblem,
+    result: TrainResult,
     test: RegressorData,
 ) -> dict[str, Any]:
     prediction = problem.predict(result.best, test.x)
     return finish_run(
-        run, cfg, method="rmsprop", layout=problem.layout, best=result.best,
-        best_fitness=result.best_fitness, test_energy=test.energy,
-        test_prediction=prediction, epochs=result.epochs, generations=result.steps,
-        evaluations=result.steps, train_seconds=result.train_seconds,
+        run,
+        cfg,
+        method="rmsprop",
+        layout=problem.layout,
+        best=result.best,
+        best_fitness=result.best_fitness,
+        test_energy=test.energy,
+        test_prediction=prediction,
+        epochs=result.epochs,
+        generations=result.steps,
+        evaluations=result.steps,
+        train_seconds=result.train_seconds,
         wall_seconds=result.wall_seconds,
         extra={
-            "train_events": len(problem.train), "test_events": len(test), "lr": cfg.train.lr,
+            "train_events": len(problem.train),
+            "test_events": len(test),
+            "lr": cfg.train.lr,
             "final_train_fitness": result.epochs[-1]["reference_fitness"],
         },
     )

@@ -1,0 +1,154 @@
+"""The ``task: search`` config: an architecture search campaign over the 3DGAN spec.
+
+A campaign samples genomes from a search ``space`` (genes that set values of a base
+:class:`~evogan.config.gan.GanSpec`), trains each candidate for a short ``budget`` on the
+data-parallel trainer with one rank group, scores it by physics validation over an ensemble of
+``fitness.members`` trainings, and searches with a GA (``backend: ga``, islands of rank groups)
+or Optuna (``backend: optuna``, one rank owns the study). See docs/search.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+
+from evogan.config.base import StrictModel
+from evogan.config.data import DataConfig
+from evogan.config.gan import GanSpec
+from evogan.config.parallel import ParallelConfig
+
+
+class GeneConfig(StrictModel):
+    """One gene. ``path`` is a dotted path into the spec (``generator.0.filters``);
+    ``type: blocks`` makes the number of copies of block ``repeat`` of ``net`` a gene, and a
+    gene with ``per_block: NAME`` sets ``field`` of every copy made by blocks gene ``NAME``
+    (conditional genes: only the first n of them are active)."""
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    type: Literal["int", "float", "categorical", "blocks"]
+    path: str | None = None
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: list[Any] | None = None
+    net: Literal["generator", "discriminator"] | None = None
+    repeat: NonNegativeInt = 0
+    per_block: str | None = None
+    field: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> GeneConfig:
+        where = f"gene {self.name}"
+        if self.type == "categorical":
+            if not self.choices:
+                raise ValueError(f"{where}: type categorical needs a non-empty choices list")
+        else:
+            if self.low is None or self.high is None or not self.low <= self.high:
+                raise ValueError(
+                    f"{where}: type {self.type} needs low <= high, got ({self.low}, {self.high})"
+                )
+            if self.log and (self.low <= 0 or self.step is not None):
+                raise ValueError(f"{where}: log = true needs low > 0 and no step, got {self.low}")
+        if self.type == "blocks":
+            if self.net is None or self.low < 1:
+                raise ValueError(f"{where}: type blocks needs net and low >= 1")
+        elif self.per_block is not None:
+            if self.field is None or self.path is not None:
+                raise ValueError(f"{where}: per_block genes set a block field: give field, no path")
+        elif self.path is None:
+            raise ValueError(f"{where}: give path (a dotted spec path such as g_lr)")
+        return self
+
+
+class BudgetConfig(StrictModel):
+    """How long one ensemble member trains: steps of one epoch, epochs, or seconds."""
+
+    kind: Literal["steps", "epochs", "seconds"] = "steps"
+    amount: float = Field(default=4, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0)  # a candidate running longer fails
+    max_memory_mb: float | None = Field(default=None, gt=0)  # estimated need above: rejected
+
+
+class FitnessConfig(StrictModel):
+    """fitness = mean member score + beta x spread; optional second objective."""
+
+    members: PositiveInt = 1
+    beta: float = 0.0
+    second_objective: Literal["none", "params", "flops"] = "none"
+    test_events: PositiveInt = 100
+    energy_bins: PositiveInt = 3
+
+
+class MigrationConfig(StrictModel):
+    """Genomes sent between GA islands (topology semantics from evogan.evolution.migration)."""
+
+    topology: Literal["ring", "random", "full"] = "ring"
+    every: PositiveInt = 1
+    migrants: NonNegativeInt = 1
+
+
+class GASearchConfig(StrictModel):
+    """Per-island (mu + lambda) GA over architecture genomes."""
+
+    population: PositiveInt = 4
+    offspring: PositiveInt = 2
+    tournament: PositiveInt = 2
+    crossover: float = Field(default=0.3, ge=0, le=1)
+    gene_mutation: float = Field(default=0.3, ge=0, le=1)  # per gene; at least one always
+    invalid: Literal["repair", "reject"] = "repair"
+    inherit_weights: bool = False  # children with the parent's layer shapes start from its weights
+    migration: MigrationConfig = Field(default_factory=MigrationConfig)
+
+
+class OptunaSearchConfig(StrictModel):
+    """The study owned by world rank 0, stored as a journal file in the campaign directory."""
+
+    sampler: Literal["tpe", "cmaes", "nsga2", "random"] = "tpe"
+    startup_trials: NonNegativeInt = 4
+    population: PositiveInt = 8  # NSGA-II generation size
+
+
+class CampaignConfig(StrictModel):
+    root: str | None = None
+    name: str | None = None
+    top: PositiveInt = 5  # best candidates kept in summary.json
+
+
+class SearchConfig(StrictModel):
+    """``task: search``: an architecture search campaign (``evogan search``)."""
+
+    task: Literal["search"] = "search"
+    seed: int = 0
+    backend: Literal["ga", "optuna"] = "ga"
+    candidates: PositiveInt = 8  # trained candidates of the whole campaign
+    ranks_per_group: PositiveInt = 1  # ranks that train one candidate together (an island)
+    base: str | None = None  # YAML with the base spec (bare or a gan3d config)
+    spec: GanSpec | None = None  # or the base spec inline
+    space: list[GeneConfig] = Field(min_length=1)
+    data: DataConfig = Field(default_factory=DataConfig)
+    trainer: ParallelConfig = Field(default_factory=ParallelConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    fitness: FitnessConfig = Field(default_factory=FitnessConfig)
+    ga: GASearchConfig = Field(default_factory=GASearchConfig)
+    optuna: OptunaSearchConfig = Field(default_factory=OptunaSearchConfig)
+    campaign: CampaignConfig = Field(default_factory=CampaignConfig)
+
+    @model_validator(mode="after")
+    def _one_base(self) -> SearchConfig:
+        if (self.base is None) == (self.spec is None):
+            raise ValueError("give exactly one of base (a YAML path) and spec (inline)")
+        names = [gene.name for gene in self.space]
+        if len(set(names)) != len(names):
+            raise ValueError(f"gene names must be unique, got {names}")
+        for index, gene in enumerate(self.space):
+            if gene.per_block is None:
+                continue
+            owner = next((g for g in self.space[:index] if g.name == gene.per_block), None)
+            if owner is None or owner.type != "blocks":
+                raise ValueError(
+                    f"gene {gene.name}: per_block must name a blocks gene listed before it, "
+                    f"got {gene.per_block!r}"
+                )
+        return self

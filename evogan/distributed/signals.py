@@ -1,0 +1,125 @@
+"""SIGTERM/SIGINT (the end of an allocation) agreed across ranks without blocking anyone.
+
+The handler only sets a flag. :class:`StopAgreement` turns the flags of all ranks into one
+decision: ``sync`` mode does a blocking all-reduce every generation (everyone stops at the same
+generation, which keeps resumed runs bit-for-bit identical); ``async`` mode keeps one
+``Iallreduce`` in flight and starts the next only when it completed, so a rank never waits for
+a slow peer and every rank sees the same sequence of rounds. Each round also carries a value
+(the island's best fitness), so rank 0 can show the global best without an extra message.
+:meth:`StopAgreement.finish` keeps taking part in rounds after this rank's work is done until
+all ranks are done or a stop is agreed, so nobody is left waiting in a reduction its peers
+never join.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass
+class StopFlag:
+    """Set by the signal handler; ``signal_name`` says which signal arrived first."""
+
+    raised: bool = False
+    signal_name: str | None = None
+    when: float = field(default=0.0)
+
+    def set(self, signum: int, frame: Any = None) -> None:
+        del frame
+        if not self.raised:
+            self.raised = True
+            self.signal_name = signal.Signals(signum).name
+            self.when = time.monotonic()
+
+
+@contextmanager
+def catch_stop_signals(flag: StopFlag) -> Iterator[StopFlag]:
+    """Route SIGTERM and SIGINT to ``flag`` for the block; previous handlers come back after."""
+    previous = {sig: signal.signal(sig, flag.set) for sig in STOP_SIGNALS}
+    try:
+        yield flag
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class StopAgreement:
+    """One stop decision shared by every rank of ``comm`` (``None``: this process alone)."""
+
+    def __init__(self, comm: Any, flag: StopFlag, mode: str = "async") -> None:
+        self.comm = comm.Dup() if comm is not None and comm.size > 1 else None
+        self.flag = flag
+        self.mode = mode
+        self.stopped = False
+        self.rounds = 0
+        self.value = float("inf")
+        self.global_value = float("inf")
+        self._request: Any = None
+        self._send = np.zeros(3, np.float64)
+        self._recv = np.zeros(3, np.float64)
+
+    def poll(self) -> bool:
+        """True once all ranks agreed to stop; call once per generation (cheap, non-blocking
+        in async mode)."""
+        if self.stopped:
+            return True
+        if self.comm is None:
+            self.global_value = self.value
+            self.stopped = self.flag.raised
+            return self.stopped
+        if self.mode == "sync":
+            self._round(done=False)
+            self._request.Wait()
+            return self._settle(done=False)
+        if self._request is None:
+            self._round(done=False)
+        if self._request.Test():
+            return self._settle(done=False)
+        return False
+
+    def finish(self, wait: float = 0.01) -> bool:
+        """This rank has no more work: join rounds until all are done or a stop is agreed.
+        Returns whether the run ended by a stop."""
+        if self.comm is None:
+            return self.stopped or self.flag.raised
+        while not self.stopped:
+            if self._request is None:
+                self._round(done=True)
+            while not self._request.Test():
+                time.sleep(wait)
+            if self._settle(done=True):
+                break
+        return self.stopped
+
+    def _round(self, done: bool) -> None:
+        from mpi4py import MPI
+
+        # MIN over ranks: -1 if anyone stops, 1 only if everyone is done, the best value
+        self._send[:] = (-float(self.flag.raised), float(done), self.value)
+        self._request = self.comm.Iallreduce(self._send, self._recv, op=MPI.MIN)
+
+    def _settle(self, done: bool) -> bool:
+        """Read a completed round; True when the run must end (stop, or everyone done)."""
+        self._request = None
+        self.rounds += 1
+        self.global_value = float(self._recv[2])
+        if self._recv[0] < 0:
+            self.stopped = True
+            return True
+        return done and self._recv[1] == 1.0
+
+    def close(self) -> None:
+        if self.comm is not None:
+            if self._request is not None:
+                self._request.Wait()
+            self.comm.Free()
+            self.comm = None

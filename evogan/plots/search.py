@@ -1,0 +1,172 @@
+"""Figures and tables comparing search campaigns (GA vs TPE on the same budget)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from matplotlib.figure import Figure
+
+from evogan.errors import EvoganError
+from evogan.search.campaign import CONFIG, SUMMARY, Campaign
+from evogan.search.summary import best_rows, pareto_rows, trained
+from evogan.store import atomic_path
+
+
+@dataclass
+class CampaignRecord:
+    """What the report needs from one campaign directory."""
+
+    label: str
+    path: Path
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | Path) -> CampaignRecord:
+        campaign = Campaign(path)
+        if not (campaign.path / CONFIG).is_file():
+            raise EvoganError(
+                f"{campaign.path} is not a search campaign (no {CONFIG}); pass directories "
+                "written by `evogan search`"
+            )
+        config = yaml.safe_load((campaign.path / CONFIG).read_text())
+        backend = config.get("backend", "?")
+        method = backend if backend == "ga" else config.get("optuna", {}).get("sampler", backend)
+        summary_file = campaign.path / SUMMARY
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+        return cls(f"{method} ({campaign.path.name})", campaign.path, campaign.rows(), summary)
+
+    def best_so_far(self) -> tuple[list[int], list[float], list[float]]:
+        """Evaluations, campaign seconds and best fitness after each trained candidate."""
+        done = sorted(trained(self.rows), key=lambda r: r.get("elapsed_s", 0.0))
+        counts, seconds, best = [], [], []
+        current = math.inf
+        for index, row in enumerate(done, start=1):
+            if row["status"] == "ok":
+                current = min(current, row["fitness"])
+            if math.isfinite(current):
+                counts.append(index)
+                seconds.append(row.get("elapsed_s", 0.0))
+                best.append(current)
+        return counts, seconds, best
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+    return path
+
+
+def plot_convergence(records: list[CampaignRecord], path: Path) -> Path:
+    """Best fitness so far against evaluations and against campaign wall time."""
+    fig = Figure(figsize=(11, 4.2))
+    by_count, by_time = fig.subplots(1, 2)
+    for index, record in enumerate(records):
+        counts, seconds, best = record.best_so_far()
+        style = {"color": f"C{index}", "label": record.label, "drawstyle": "steps-post"}
+        by_count.plot(counts, best, marker="o", ms=3, **style)
+        by_time.plot(seconds, best, marker="o", ms=3, **style)
+    by_count.set_xlabel("trained candidates")
+    by_time.set_xlabel("campaign wall time [s]")
+    for axis in (by_count, by_time):
+        axis.set_yscale("log")
+        axis.set_ylabel("best fitness so far (lower is better)")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.suptitle("Architecture search: best validation fitness")
+    return _save(fig, path)
+
+
+def plot_pareto(records: list[CampaignRecord], path: Path, second: str) -> Path:
+    """Fitness against model size (weights or FLOPs): every candidate, fronts highlighted."""
+    fig = Figure(figsize=(6.5, 4.5))
+    axis = fig.subplots()
+    key = "flops" if second == "flops" else "params"
+    for index, record in enumerate(records):
+        ok = [r for r in record.rows if r["status"] == "ok"]
+        axis.scatter(
+            [r[key] for r in ok],
+            [r["fitness"] for r in ok],
+            s=14,
+            alpha=0.45,
+            color=f"C{index}",
+            label=f"{record.label}: candidates",
+        )
+        front = pareto_rows(record.rows) or _front_by_size(ok, key)
+        front = sorted(front, key=lambda r: r[key])
+        axis.plot(
+            [r[key] for r in front],
+            [r["fitness"] for r in front],
+            marker="D",
+            ms=5,
+            color=f"C{index}",
+            drawstyle="steps-post",
+            label=f"{record.label}: Pareto front",
+        )
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("forward FLOPs per shower" if key == "flops" else "trainable weights")
+    axis.set_ylabel("fitness (lower is better)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    axis.set_title("Fitness against model size")
+    return _save(fig, path)
+
+
+def _front_by_size(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Non-dominated rows over (size, fitness) for campaigns run with one objective."""
+    front, best = [], math.inf
+    for row in sorted(rows, key=lambda r: (r[key], r["fitness"])):
+        if row["fitness"] < best:
+            front.append(row)
+            best = row["fitness"]
+    return front
+
+
+def _short(value: Any) -> Any:
+    """Floats to 4 significant digits so a genome fits on a table line."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v) for v in value]
+    return value
+
+
+def best_table(records: list[CampaignRecord], top: int) -> str:
+    """Markdown: the best architectures of every campaign, then one line per campaign."""
+    lines = [
+        "| campaign | rank | id | fitness | score mean | score std | weights | genome |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        for place, row in enumerate(best_rows(record.rows, top), start=1):
+            genome = json.dumps(_short(row["genome"]), separators=(",", ":"))
+            lines.append(
+                f"| {record.label} | {place} | {row['id']} | {row['fitness']:.4f} | "
+                f"{row['score_mean']:.4f} | {row['score_std']:.4f} | {row['params']} | "
+                f"`{genome}` |"
+            )
+    lines += [
+        "",
+        "| campaign | trained | failed | invalid (never trained) | busy | per hour |",
+        "|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        done = trained(record.rows)
+        failed = sum(1 for r in done if r["status"] != "ok")
+        invalid = sum(1 for r in record.rows if r["status"] in ("invalid", "memory"))
+        busy = record.summary.get("busy_fraction", {}).get("mean")
+        rate = record.summary.get("candidates_per_hour")
+        lines.append(
+            f"| {record.label} | {len(done)} | {failed} | {invalid} | "
+            f"{'-' if busy is None else f'{100 * busy:.1f}%'} | "
+            f"{'-' if rate is None else f'{rate:.0f}'} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,24 @@
+"""Architecture search campaigns for 3DGAN: a GA over islands of rank groups, or Optuna.
+
+:func:`run_search` runs a ``task: search`` config (``evogan search``); :class:`Space` turns
+genomes into shape-checked specs; :func:`evaluate` is the fitness of one candidate on a rank
+group; :class:`Campaign` is the directory with the candidate table that ``--resume`` continues.
+"""
+
+from evogan.search.campaign import Campaign, resolve_base
+from evogan.search.fitness import Evaluation, Scorer, evaluate, flop_count, weight_count
+from evogan.search.run import run_search
+from evogan.search.space import Genome, Space
+
+__all__ = [
+    "Campaign",
+    "Evaluation",
+    "Genome",
+    "Scorer",
+    "Space",
+    "evaluate",
+    "flop_count",
+    "resolve_base",
+    "run_search",
+    "weight_count",
+]

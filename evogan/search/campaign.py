@@ -1,0 +1,181 @@
+"""The campaign directory: config, candidate table, per-candidate runs, summary, resume.
+
+Layout::
+
+    CAMPAIGN/config.yaml          resolved search config (base spec inline)
+    CAMPAIGN/campaign.json        world size, backend, sessions (start times, resumes)
+    CAMPAIGN/table/WRITER.jsonl   one line per finished candidate, appended by one writer
+                                  process each (island leader, or the study owner)
+    CAMPAIGN/candidates/ID/       the candidate's training runs (member-T/)
+    CAMPAIGN/islands/*.json       GA island state after each generation (atomic)
+    CAMPAIGN/study.journal        Optuna study (JournalFileBackend; optuna-dashboard opens it)
+    CAMPAIGN/summary.json         best candidates, counts, busy time, throughput
+
+A table line is written with one ``write`` on a file opened with ``O_APPEND`` and synced before
+the campaign moves on, so a kill leaves every finished candidate and at most a torn last line
+(skipped on reading). One writer per file means no two processes append to the same file,
+which keeps that guarantee on parallel file systems too. ``--resume`` keeps every candidate the
+table holds and re-runs the ones that were in flight.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evogan.config.base import dump, validate
+from evogan.config.gan import load_spec
+from evogan.config.search import SearchConfig
+from evogan.errors import ConfigError, EvoganError
+from evogan.store import RunDir, read_metrics, to_json
+
+CONFIG = "config.yaml"
+MANIFEST = "campaign.json"
+SUMMARY = "summary.json"
+TABLE = "table"
+STUDY = "study.journal"
+# Config parts a resumed campaign must share with the one it continues (candidates may grow).
+FIXED = (
+    "seed",
+    "backend",
+    "ranks_per_group",
+    "spec",
+    "space",
+    "data",
+    "trainer",
+    "budget",
+    "fitness",
+    "ga",
+    "optuna",
+)
+
+
+def resolve_base(config: SearchConfig, config_path: Path | None = None) -> SearchConfig:
+    """The config with its base spec inline (a stored campaign needs no other file)."""
+    if config.spec is not None:
+        return config
+    path = Path(config.base)
+    if not path.is_file() and config_path is not None:
+        beside = Path(config_path).parent / path
+        path = beside if beside.is_file() else path
+    if not path.is_file():
+        raise ConfigError(f"base = {config.base!r} must be a spec YAML file; it does not exist")
+    spec = load_spec(path)
+    raw = config.model_dump(mode="json")
+    raw.update(base=None, spec=spec.model_dump(mode="json"))
+    return validate(SearchConfig, raw, source=str(config_path or "search config"))
+
+
+def worst_for_null(values: list[float | None]) -> list[float]:
+    """Objectives read back from JSON: null stood for inf (the worst value)."""
+    return [math.inf if v is None else float(v) for v in values]
+
+
+class Campaign:
+    """A campaign directory; the world rank that creates it is the only one writing config."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, config: SearchConfig, world_size: int, path: Path | None) -> Campaign:
+        run = RunDir.create("search", config.campaign.root, config.campaign.name, path)
+        campaign = cls(run.path)
+        run.write_config(dump(config))
+        campaign._write_manifest(
+            {"backend": config.backend, "world_size": world_size, "sessions": []}
+        )
+        return campaign
+
+    @classmethod
+    def open(cls, path: Path, config: SearchConfig, world_size: int) -> Campaign:
+        """An existing campaign to resume, checked against ``config`` and the rank count."""
+        campaign = cls(path)
+        if not (campaign.path / CONFIG).is_file() or not (campaign.path / MANIFEST).is_file():
+            raise EvoganError(
+                f"{path} is not a search campaign (no {CONFIG} / {MANIFEST}); "
+                "pass the directory a previous `evogan search` wrote"
+            )
+        stored = yaml.safe_load((campaign.path / CONFIG).read_text())
+        given = config.model_dump(mode="json")
+        for key in FIXED:
+            if stored.get(key) != given.get(key):
+                raise EvoganError(
+                    f"{path} was started with a different {key}; resume it with its own config: "
+                    f"evogan search {campaign.path / CONFIG} --resume {campaign.path}"
+                )
+        manifest = campaign.manifest()
+        if config.backend == "ga" and manifest["world_size"] != world_size:
+            raise EvoganError(
+                f"{path} ran its GA islands on {manifest['world_size']} ranks and must be resumed "
+                f"on as many: mpirun -n {manifest['world_size']} (got {world_size})"
+            )
+        RunDir(campaign.path).write_config(dump(config))
+        return campaign
+
+    # ------------------------------------------------------------------ manifest
+    def manifest(self) -> dict[str, Any]:
+        import json
+
+        return json.loads((self.path / MANIFEST).read_text())
+
+    def _write_manifest(self, manifest: dict[str, Any]) -> None:
+        RunDir(self.path).write_json(MANIFEST, manifest)
+
+    def start_session(self, world_size: int) -> int:
+        """Record a (re)start; returns the session number (0 for a fresh campaign)."""
+        manifest = self.manifest()
+        sessions = manifest.setdefault("sessions", [])
+        sessions.append(
+            {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ranks": world_size}
+        )
+        self._write_manifest(manifest)
+        return len(sessions) - 1
+
+    # ------------------------------------------------------------------ table
+    def table_file(self, writer: str) -> Path:
+        return self.path / TABLE / f"{writer}.jsonl"
+
+    def append(self, writer: str, row: dict[str, Any]) -> None:
+        """Add one finished candidate: a single O_APPEND write, synced before returning."""
+        path = self.table_file(writer)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = (to_json(row) + "\n").encode()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every complete table line of every writer, in order of finishing."""
+        folder = self.path / TABLE
+        rows: list[dict[str, Any]] = []
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.jsonl")):
+                rows.extend(read_metrics(path))
+        for row in rows:  # strict JSON wrote the worst fitness (inf) as null
+            if row.get("fitness") is None:
+                row["fitness"] = math.inf
+            row["objectives"] = worst_for_null(row.get("objectives") or [])
+        return sorted(rows, key=lambda r: (r.get("elapsed_s", 0.0), r["id"]))
+
+    def finished(self) -> dict[str, dict[str, Any]]:
+        """Rows by candidate id (the last one wins if a candidate was ever written twice)."""
+        return {row["id"]: row for row in self.rows()}
+
+    def elapsed_offset(self) -> float:
+        """Campaign time already spent by earlier sessions (latest finish in the table)."""
+        return max((row.get("elapsed_s", 0.0) for row in self.rows()), default=0.0)
+
+    def candidate_dir(self, candidate: str) -> Path:
+        return self.path / "candidates" / candidate
+
+    def write_summary(self, summary: dict[str, Any]) -> Path:
+        return RunDir(self.path).write_json(SUMMARY, summary)

@@ -1,0 +1,211 @@
+"""Optuna backend: one rank owns the study (ask/tell) and hands trials to rank groups over MPI.
+
+World rank 0 owns the study and also leads group 0, so no rank only waits. The study lives in
+``CAMPAIGN/study.journal`` (Optuna's JournalStorage over a JournalFileBackend: one append-only
+file written by the one owner, no database server, opened by ``optuna.load_study`` and by
+optuna-dashboard). Other group leaders send their finished candidate and ask for the next trial
+(:attr:`Tag.SEARCH_RESULT` / :attr:`Tag.SEARCH_TRIAL`); the owner answers between its own
+candidates and from its training loop after every step, so a leader waits at most one step.
+
+Invalid genomes are told as failed trials with ``status = invalid`` before any rank sees them.
+On resume, trials left running by the killed session are failed and enqueued again with the
+same parameters (re-run); trials the table holds are told from the table instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpi4py import MPI
+
+from evogan.config.search import SearchConfig
+from evogan.distributed.comm import split_layout
+from evogan.distributed.signals import StopFlag
+from evogan.distributed.tags import Tag
+from evogan.errors import ConfigError, EvoganError
+from evogan.search.campaign import STUDY
+from evogan.search.scheduler import Session, refused_row, run_job
+
+STUDY_NAME = "evogan-search"
+WRITER = "study"
+MAX_INVALID_IN_A_ROW = 1000
+
+
+def open_study(config: SearchConfig, path: str) -> Any:
+    """The campaign's study (created or loaded) with the configured sampler."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    objectives = 1 + int(config.fitness.second_objective != "none")
+    return optuna.create_study(
+        storage=JournalStorage(JournalFileBackend(path)),
+        sampler=make_sampler(config, objectives),
+        study_name=STUDY_NAME,
+        directions=["minimize"] * objectives,
+        load_if_exists=True,
+    )
+
+
+def make_sampler(config: SearchConfig, objectives: int) -> Any:
+    import optuna
+
+    settings, seed = config.optuna, config.seed
+    if settings.sampler == "tpe":
+        return optuna.samplers.TPESampler(n_startup_trials=settings.startup_trials, seed=seed)
+    if settings.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(population_size=settings.population, seed=seed)
+    if settings.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if objectives > 1:
+        raise ConfigError("optuna.sampler = 'cmaes' optimises one objective; use tpe or nsga2")
+    try:
+        import cmaes  # noqa: F401  (Optuna's CMA-ES sampler needs it)
+    except ImportError:
+        raise ConfigError(
+            "optuna.sampler = 'cmaes' needs the cmaes package: pip install cmaes"
+        ) from None
+    return optuna.samplers.CmaEsSampler(n_startup_trials=settings.startup_trials, seed=seed)
+
+
+class StudyOwner:
+    """World rank 0: asks the study for trials, tells results, serves the other leaders."""
+
+    def __init__(
+        self, session: Session, comm: MPI.Comm, leaders: list[int], flag: StopFlag
+    ) -> None:
+        self.session = session
+        self.config = session.config
+        self.comm = comm
+        self.flag = flag
+        self.study = open_study(self.config, str(session.campaign.path / STUDY))
+        self.finished = session.campaign.finished()
+        self.running: dict[str, Any] = {}  # job id -> optuna trial
+        self.active = set(leaders) - {comm.rank}  # the other group leaders still working
+        self.handed = sum(1 for row in self.finished.values() if row["status"] != "invalid")
+        self._recover()
+
+    def _recover(self) -> None:
+        """Trials a killed session left running: told from the table, or failed and re-queued."""
+        from optuna.trial import TrialState
+
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            row = self.finished.get(_trial_id(trial.number))
+            if row is not None:
+                self._tell(trial.number, row)
+                continue
+            self.study.tell(trial.number, state=TrialState.FAIL)
+            self.study.enqueue_trial(trial.params, user_attrs={"rerun_of": trial.number})
+            self.session.count("rerun")
+
+    def next_job(self) -> dict[str, Any] | None:
+        """A valid trial as a job, or None when the budget is handed out or a stop came."""
+        if self.flag.raised or self.handed >= self.config.candidates:
+            return None
+        space = self.session.space
+        for _ in range(MAX_INVALID_IN_A_ROW):
+            trial = self.study.ask()
+            genome = space.suggest(trial)
+            job = {"id": _trial_id(trial.number), "trial": trial.number, "genome": genome}
+            reason = space.check(genome)
+            if reason is None:
+                self.running[job["id"]] = trial
+                self.handed += 1
+                return job
+            self.session.count("invalid")
+            self.session.count("rejected")
+            row = refused_row(self.session, job, reason)
+            self.session.campaign.append(WRITER, row)
+            self._tell(trial, row)
+        raise EvoganError(
+            f"{MAX_INVALID_IN_A_ROW} trials in a row made invalid specs; narrow the space so "
+            "that most genomes build (see the reasons in the campaign table)"
+        )
+
+    def record(self, row: dict[str, Any]) -> None:
+        """Table first, then the study: a kill in between is healed by :meth:`_recover`."""
+        self.session.campaign.append(WRITER, row)
+        self._tell(self.running.pop(row["id"], row["trial"]), row)
+
+    def _tell(self, trial: Any, row: dict[str, Any]) -> None:
+        """Tell a Trial (its user attributes get status and reason) or a trial number."""
+        from optuna.trial import TrialState
+
+        if hasattr(trial, "set_user_attr"):
+            for key in ("status", "reason", "score_mean", "score_std", "params", "flops"):
+                trial.set_user_attr(key, row.get(key))
+        if row["status"] == "ok":
+            self.study.tell(trial, row["objectives"])
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    def serve(self, block: bool = False) -> None:
+        """Answer every leader that reported (waiting for one when ``block``)."""
+        status = MPI.Status()
+        while block or self.comm.iprobe(source=MPI.ANY_SOURCE, tag=Tag.SEARCH_RESULT):
+            block = False
+            row, stopping = self.comm.recv(
+                source=MPI.ANY_SOURCE, tag=Tag.SEARCH_RESULT, status=status
+            )
+            if row is not None:
+                self.record(row)
+            if stopping:
+                self.flag.raised = True
+            job = self.next_job()
+            self.comm.send(job, dest=status.Get_source(), tag=Tag.SEARCH_TRIAL)
+            if job is None:
+                self.active.discard(status.Get_source())
+
+
+def _trial_id(number: int) -> str:
+    return f"t{number:05d}"
+
+
+def run_optuna(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
+    """Run trials on every group until the budget is spent; returns whether a stop ended it."""
+    config = session.config
+    layout = split_layout(world, config.ranks_per_group, None)
+    group = layout.island
+    comm = world.Dup()
+    leader_ranks = world.allgather(world.rank if group.rank == 0 else -1)
+    leaders = [r for r in leader_ranks if r >= 0]
+    if world.rank == 0:
+        owner = StudyOwner(session, comm, leaders, flag)
+        _own_group(owner, group)
+    elif group.rank == 0:
+        _lead_group(session, group, comm, flag)
+    else:
+        while (job := group.bcast(None, root=0)) is not None:
+            run_job(session, group, job)
+    stopped = bool(world.allreduce(flag.raised, op=MPI.LOR))
+    comm.Free()
+    layout.free()
+    return stopped
+
+
+def _own_group(owner: StudyOwner, group: MPI.Comm) -> None:
+    """The study owner's loop: serve, run one of its own trials, repeat; then drain."""
+
+    def serve_during_training(_info: Any) -> None:
+        owner.serve()
+
+    while True:
+        owner.serve()
+        job = owner.next_job()
+        group.bcast(job, root=0)
+        if job is None:
+            break
+        owner.record(run_job(owner.session, group, job, on_step=serve_during_training))
+    while owner.active:
+        owner.serve(block=True)
+
+
+def _lead_group(session: Session, group: MPI.Comm, comm: MPI.Comm, flag: StopFlag) -> None:
+    row = None
+    while True:
+        comm.send((row, flag.raised), dest=0, tag=Tag.SEARCH_RESULT)
+        job = comm.recv(source=0, tag=Tag.SEARCH_TRIAL)
+        group.bcast(job, root=0)
+        if job is None:
+            return
+        row = run_job(session, group, job)

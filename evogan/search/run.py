@@ -1,0 +1,135 @@
+"""``evogan search``: open the campaign, prepare every rank, run a backend, write the summary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from mpi4py import MPI
+
+from evogan.config.search import SearchConfig
+from evogan.distributed.signals import StopFlag, catch_stop_signals
+from evogan.errors import EvoganError
+from evogan.search.campaign import Campaign, resolve_base
+from evogan.search.fitness import Scorer
+from evogan.search.scheduler import Session
+from evogan.search.space import Space
+from evogan.search.summary import build_summary
+
+
+def run_search(
+    config: SearchConfig,
+    *,
+    config_path: Path | None = None,
+    run_dir: Path | None = None,
+    resume: Path | None = None,
+    world: MPI.Comm | None = None,
+) -> Campaign:
+    """Run (or resume) a campaign on every rank of ``world``; returns it on every rank."""
+    world = MPI.COMM_WORLD if world is None else world
+    config = resolve_base(config, config_path)
+    if world.size % config.ranks_per_group:
+        raise EvoganError(
+            f"the number of ranks must be a multiple of ranks_per_group = "
+            f"{config.ranks_per_group}, got {world.size}; change mpirun -n or ranks_per_group"
+        )
+    space = Space(config.space, config.spec)
+    campaign, number, offset = _open(config, world, run_dir, resume)
+    if world.rank == 0:  # generate / check the data once before the groups read it
+        Scorer(config)
+    world.Barrier()
+    session = Session(config, space, campaign, Scorer(config), number, offset)
+    if world.rank == 0:
+        action = "resuming" if resume is not None else "starting"
+        print(
+            f"search: {action} {config.backend} campaign {campaign.path} on {world.size} rank(s), "
+            f"{world.size // config.ranks_per_group} group(s) of {config.ranks_per_group}",
+            flush=True,
+        )
+    flag = StopFlag()
+    world.Barrier()
+    session.started = time.perf_counter()
+    with catch_stop_signals(flag):
+        if config.backend == "ga":
+            from evogan.search.ga_backend import run_ga
+
+            stopped = run_ga(session, world, flag)
+        else:
+            from evogan.search.optuna_backend import run_optuna
+
+            stopped = run_optuna(session, world, flag)
+    wall = time.perf_counter() - session.started
+    busy = world.gather(session.busy, root=0)
+    counters = world.gather(session.counters, root=0)
+    if world.rank == 0:
+        _finish(config, campaign, number, world.size, wall, busy, counters, stopped)
+    world.Barrier()
+    return campaign
+
+
+def _open(
+    config: SearchConfig, world: MPI.Comm, run_dir: Path | None, resume: Path | None
+) -> tuple[Campaign, int, float]:
+    """Rank 0 creates or checks the directory; every rank gets the answer or the same error."""
+    answer: tuple[str, int, float] | str = ""
+    if world.rank == 0:
+        try:
+            if resume is not None:
+                campaign = Campaign.open(resume, config, world.size)
+            else:
+                campaign = Campaign.create(config, world.size, run_dir)
+            answer = (
+                str(campaign.path),
+                campaign.start_session(world.size),
+                campaign.elapsed_offset(),
+            )
+        except EvoganError as exc:
+            answer = str(exc)
+    answer = world.bcast(answer, root=0)
+    if isinstance(answer, str):
+        raise EvoganError(answer)
+    path, number, offset = answer
+    return Campaign(path), number, offset
+
+
+def _finish(
+    config: SearchConfig,
+    campaign: Campaign,
+    number: int,
+    world_size: int,
+    wall: float,
+    busy: list[float],
+    counters: list[dict[str, int]],
+    stopped: bool,
+) -> None:
+    total: dict[str, int] = {}
+    for part in counters:
+        for key, value in part.items():
+            total[key] = total.get(key, 0) + value
+    rows = campaign.rows()
+    summary = build_summary(
+        rows,
+        backend=config.backend,
+        top=config.campaign.top,
+        session=number,
+        world_size=world_size,
+        groups=world_size // config.ranks_per_group,
+        target=config.candidates,
+        wall_s=wall,
+        busy_s=busy,
+        counters=total,
+        stopped=stopped,
+    )
+    campaign.write_summary(summary)
+    best = summary["best"][0] if summary["best"] else None
+    line = f"search: {summary['candidates_trained']} candidate(s) trained"
+    if best is not None:
+        line += f", best {best['id']} fitness {best['fitness']:.4f}"
+    line += (
+        f"; {summary['invalid_genomes']['found']} invalid genome(s) never trained; "
+        f"ranks busy {100 * summary['busy_fraction']['mean']:.1f}% of {wall:.1f} s"
+    )
+    if stopped:
+        line += f"; stopped by a signal: resume with --resume {campaign.path}"
+    print(line, flush=True)
+    print(f"search: wrote {campaign.path / 'summary.json'}", flush=True)

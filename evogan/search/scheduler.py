@@ -1,0 +1,93 @@
+"""Running candidates on rank groups and recording them: what both backends share.
+
+A *job* is a JSON-able dict ``{"id", "genome", ...backend fields}`` made by a group leader (GA)
+or the study owner (Optuna) and broadcast to the group; :func:`run_job` trains and scores it on
+the group and turns the result into a table row. :class:`Session` holds the bookkeeping of one
+process for one run of the campaign (busy time, elapsed campaign time, counters).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpi4py import MPI
+
+from evogan.config.search import SearchConfig
+from evogan.search.campaign import Campaign
+from evogan.search.fitness import Evaluation, Scorer, evaluate
+from evogan.search.space import Space
+
+
+@dataclass
+class Session:
+    """One process's view of one run (or resumed run) of a campaign."""
+
+    config: SearchConfig
+    space: Space
+    campaign: Campaign
+    scorer: Scorer
+    number: int  # 0 for a fresh campaign, +1 per resume
+    offset: float  # campaign seconds spent by earlier sessions
+    started: float = field(default_factory=time.perf_counter)
+    busy: float = 0.0  # seconds this rank spent training and scoring candidates
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + amount
+
+    def elapsed(self) -> float:
+        """Campaign time: earlier sessions plus this one so far."""
+        return self.offset + time.perf_counter() - self.started
+
+    def row(self, job: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        """A table row for ``job``: its fields, the active genome, timing and ``extra``."""
+        return {
+            **{k: v for k, v in job.items() if k != "genome"},
+            "backend": self.config.backend,
+            "genome": self.space.active(job["genome"]),
+            "session": self.number,
+            "elapsed_s": self.elapsed(),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **extra,
+        }
+
+
+def run_job(
+    session: Session,
+    group: MPI.Comm,
+    job: dict[str, Any],
+    on_step: Callable[[Any], None] | None = None,
+) -> dict[str, Any]:
+    """Collective on ``group``: train and score ``job``; its table row (same on every rank)."""
+    start = time.perf_counter()
+    spec = session.space.spec(job["genome"])
+    workdir = session.campaign.candidate_dir(job["id"])
+    parent = job.get("inherit_from")
+    parent_dir = None if parent is None else session.campaign.candidate_dir(parent)
+    result: Evaluation = evaluate(
+        session.config, spec, group, workdir, session.scorer, on_step, parent_dir
+    )
+    session.busy += time.perf_counter() - start
+    ranks = group.allgather(MPI.COMM_WORLD.rank)
+    second = session.config.fitness.second_objective
+    extra = {**result.as_row(), "objectives": result.objectives(second), "ranks": ranks}
+    extra["wall_s"] = time.perf_counter() - start
+    if group.rank == 0:
+        what = f"fitness {result.fitness:.4f}" if result.status == "ok" else result.reason
+        print(
+            f"search: {job['id']} on ranks {ranks}: {result.status}, {what} "
+            f"({extra['wall_s']:.1f} s)",
+            flush=True,
+        )
+    return session.row(job, extra)
+
+
+def refused_row(session: Session, job: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A row for a genome rejected before training (invalid shape): worst fitness, no time."""
+    second = session.config.fitness.second_objective
+    worst = Evaluation("invalid", float("inf"), reason)
+    extra = {**worst.as_row(), "objectives": worst.objectives(second), "ranks": [], "wall_s": 0.0}
+    return session.row(job, extra)

@@ -1,0 +1,138 @@
+"""Benchmarks of the island model (targets in the islands issue), printed as a table.
+
+1. overhead: share of generation time spent in migration + stop agreement + checkpoints at
+   4 ranks (``island_seconds`` / ``train_seconds`` of the slowest island; target <= 1%).
+2. migrant size: bytes sent per seed-compressed migrant (a lineage delta against the previous
+   message to the same island) against its raw float32 weights, over 1,000 generations at
+   2 ranks (target <= 1%); the mean full-lineage size is shown beside it.
+3. scaling: generations/s per island at 2 ranks against 1 rank, one torch thread per rank
+   (target >= 90%).
+
+    python scripts/bench_islands.py [--generations 1000] [--out /tmp/bench_islands]
+
+Runs the real CLI (``mpirun -n N evogan evolve``) on the cached synthetic set; all run
+directories go under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+BASE = {
+    "task": "regressor",
+    "seed": 1,
+    "data": {"synthetic": {"events": 1250}, "train_events": 1000, "test_events": 250},
+    "ga": {"batch_size": 128, "epochs": 10, "schedule_milestones": [4, 8]},
+    "run": {"progress_every": 100000},
+    "migration": {"interval": 10, "mode": "async"},
+    "checkpoint": {"every": 50},
+}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def run(out: Path, name: str, ranks: int, overrides: dict) -> dict:
+    """One CLI run; returns its summary."""
+    config = json.loads(json.dumps(BASE))
+    for key, value in overrides.items():
+        node = config
+        *path, last = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    path = out / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_dir = out / name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [sys.executable, "-m", "evogan", "evolve", str(path), "--run-dir", str(run_dir)]
+    if ranks > 1:
+        mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+        command = [mpirun, "-n", str(ranks), "--oversubscribe", *command]
+    print(f"bench: {name}: {' '.join(command[-6:])} ({ranks} rank(s))", flush=True)
+    subprocess.run(command, env=_env(), check=True, stdout=subprocess.DEVNULL)
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generations", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/bench_islands"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+
+    four = run(args.out, "overhead_4ranks", 4, {})
+    rows.append(
+        (
+            "migration + checkpoint share of generation time, 4 ranks",
+            f"{100 * four['island_seconds_share']:.2f}%",
+            "<= 1%",
+        )
+    )
+
+    epochs = max(1, args.generations // (1000 // 128))
+    long = run(
+        args.out,
+        "migrants_long",
+        2,
+        {
+            "ga.epochs": epochs,
+            "ga.schedule_milestones": [epochs // 3, 2 * epochs // 3],
+            "checkpoint.every": 0,
+        },
+    )
+    sizes = long["bytes_per_migrant"]
+    rows.append(
+        (
+            f"bytes per migrant sent, 2 ranks, {long['generations']} generations",
+            f"{sizes['sent']:.0f} B vs {sizes['weights']} B weights "
+            f"({100 * sizes['sent'] / sizes['weights']:.2f}%)",
+            "<= 1%",
+        )
+    )
+    rows.append(
+        (
+            "  full lineage per migrant (mean over the run), for comparison",
+            f"{sizes['lineage']:.0f} B ({100 * sizes['lineage'] / sizes['weights']:.1f}%)",
+            "-",
+        )
+    )
+
+    one = run(args.out, "scaling_1rank", 1, {})
+    two = run(args.out, "scaling_2ranks", 2, {})
+    one_rate = one["generations"] / one["train_seconds"]
+    two_rate = min(r["generations"] / r["train_seconds"] for r in two["per_island"])
+    rows.append(
+        (
+            "generations/s per island, 2 ranks vs 1 rank",
+            f"{two_rate:.1f} vs {one_rate:.1f} ({100 * two_rate / one_rate:.0f}%)",
+            ">= 90%",
+        )
+    )
+
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'measure':<{width}} | result | target")
+    for name, value, target in rows:
+        print(f"{name:<{width}} | {value} | {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""The island model under real ``mpirun -n 2`` and ``-n 4 --oversubscribe``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from evogan.store import load_weights, read_metrics
+from tests.conftest import REPO, evogan, mpi_env, mpirun
+
+SCRIPT = str(REPO / "tests" / "mpi_scripts" / "islands_run.py")
+TINY = {
+    "task": "regressor",
+    "seed": 3,
+    "data": {"synthetic": {"events": 300}, "train_events": 240, "test_events": 60},
+    "ga": {"batch_size": 32, "epochs": 2, "schedule_milestones": [1]},
+    "run": {"progress_every": 1000},
+    "migration": {"interval": 2},
+    "checkpoint": {"every": 4},
+}
+SYNC_LONG = [
+    "--set",
+    "ga.epochs=10",
+    "--set",
+    "migration.mode=sync",
+    "--set",
+    "checkpoint.every=20",
+]
+TIMING = ("seconds", "_per_s", "finished", "eval_share")
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("islands")
+    path = root / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")  # shared by every rank of the tests
+    return path
+
+
+def _summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def _untimed(records: list) -> list:
+    """Records without wall-clock fields (also inside lists of records such as per_island)."""
+    return [
+        {
+            k: _untimed(v) if isinstance(v, list) and v and isinstance(v[0], dict) else v
+            for k, v in r.items()
+            if not any(t in k for t in TIMING)
+        }
+        for r in records
+    ]
+
+
+def _same_run(a: Path, b: Path, islands: int, differ: tuple[str, ...] = ()) -> None:
+    first, _ = load_weights(a / "best_model.h5")
+    second, _ = load_weights(b / "best_model.h5")
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    summaries = [{k: v for k, v in _summary(run).items() if k not in differ} for run in (a, b)]
+    assert _untimed(summaries[:1]) == _untimed(summaries[1:])
+    for island in range(islands):
+        metrics = f"islands/island-{island:04d}/metrics.jsonl"
+        assert _untimed(read_metrics(a / metrics)) == _untimed(read_metrics(b / metrics))
+
+
+@pytest.fixture(scope="module")
+def two_islands(config, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """Two islands of one rank, sync mode."""
+    run = tmp_path_factory.mktemp("two_islands") / "run"
+    done = mpirun(2, [SCRIPT, str(config), str(run), "--set", "migration.mode=sync"], timeout=60)
+    assert done.returncode == 0, done.stderr
+    return run, done
+
+
+def test_two_islands_exchange_and_use_migrants(two_islands, tmp_path) -> None:
+    run, done = two_islands
+    summary = _summary(run)
+    assert (summary["islands"], summary["ranks"]) == (2, 2)
+    assert summary["migrations_sent"] == 2 * (summary["generations"] // 2)
+    assert summary["migrations_received"] == summary["migrations_sent"]  # sync: none late
+    assert summary["migrations_received"] > 0 and summary["immigrants_used"] > 0
+    sizes = summary["bytes_per_migrant"]
+    assert sizes["weights"] == 4 * summary["params"] and 0 < sizes["sent"] < sizes["weights"]
+    assert sizes["sent"] < sizes["lineage"] < sizes["weights"]  # lineage deltas are smaller
+    assert {p.name for p in run.iterdir()} >= {
+        "manifest.json",
+        "checkpoints",
+        "islands",
+        "metrics.jsonl",
+        "summary.json",
+    }
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["layout"]["world_size"] == 2 and manifest["seeds"]["root"] == 3
+    for island in (0, 1):
+        records = read_metrics(run / f"islands/island-{island:04d}/metrics.jsonl", "epoch")
+        assert len(records) == 2
+    assert "2 island(s)" in done.stdout
+    figures = tmp_path / "figures"
+    compared = evogan("compare", str(run), "--out", str(figures))
+    assert compared.returncode == 0, compared.stderr
+    assert (figures / "island_curves.png").stat().st_size > 10_000
+
+
+def test_islands_of_two_ranks_share_evaluation_exactly(config, two_islands, tmp_path) -> None:
+    run = tmp_path / "run"
+    args = [
+        SCRIPT,
+        str(config),
+        str(run),
+        "--set",
+        "migration.mode=sync",
+        "--set",
+        "islands.ranks_per_island=2",
+    ]
+    done = mpirun(4, args, timeout=90)
+    assert done.returncode == 0, done.stderr
+    summary = _summary(run)
+    assert (summary["islands"], summary["ranks"], summary["ranks_per_island"]) == (2, 4, 2)
+    _same_run(two_islands[0], run, 2, differ=("ranks", "ranks_per_island"))  # nothing else
+
+
+def test_async_run_finishes_with_one_slow_island(config, tmp_path) -> None:
+    run = tmp_path / "run"
+    args = [
+        SCRIPT,
+        str(config),
+        str(run),
+        "--slow-rank",
+        "3",
+        "--slow-seconds",
+        "0.12",
+        "--set",
+        "migration.topology=full",
+        "--set",
+        "migration.interval=1",
+    ]
+    done = mpirun(4, args, timeout=90)
+    assert done.returncode == 0, done.stderr
+    summary = _summary(run)
+    per_island = {row["island"]: row for row in summary["per_island"]}
+    slow = per_island[3]["wall_seconds"]
+    assert slow > 14 * 0.12  # 14 generations of sleeping evaluations
+    assert all(per_island[i]["wall_seconds"] < slow / 2 for i in (0, 1, 2))  # never waited
+    assert summary["migrations_received"] > 0
+
+
+def test_sync_runs_are_identical_and_survive_a_kill(config, tmp_path) -> None:
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    done = mpirun(2, [SCRIPT, str(config), str(whole), *SYNC_LONG], timeout=60)
+    assert done.returncode == 0, done.stderr
+    process = _launch([SCRIPT, str(config), str(killed), *SYNC_LONG])
+    _wait_for(killed / "checkpoints/island-0001/gen-00000040.h5", process)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    assert not (killed / "summary.json").exists()
+    resumed = evogan_mpi(2, ["evolve", "--resume", str(killed)])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stdout
+    _same_run(whole, killed, 2)
+
+
+def test_sigterm_checkpoints_every_island_and_exits_zero(config, tmp_path) -> None:
+    run = tmp_path / "run"
+    process = _launch([SCRIPT, str(config), str(run), *SYNC_LONG])
+    _wait_for(run / "checkpoints/island-0001/gen-00000020.h5", process)
+    started = time.monotonic()
+    for child in _children(process.pid):  # what srun / Slurm does: signal every rank
+        os.kill(child, signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert time.monotonic() - started < 10
+    assert "stopped by SIGTERM" in out and f"--resume {run}" in out
+    last = [sorted((run / f"checkpoints/island-{i:04d}").iterdir())[-1].name for i in (0, 1)]
+    assert last[0] == last[1]  # sync mode: every island stopped at the same generation
+    assert not (run / "summary.json").exists()
+    refused = evogan("evolve", "--resume", str(run))
+    assert refused.returncode == 2
+    assert "resume it with mpirun -n 2" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_failing_rank_ends_the_job_promptly(config, tmp_path) -> None:
+    started = time.monotonic()
+    done = mpirun(
+        2,
+        [SCRIPT, str(config), str(tmp_path / "run"), "--fail-rank", "1", "--fail-after", "5"],
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert time.monotonic() - started < 30
+    assert "rank 1 of 2" in done.stderr and "deliberate failure" in done.stderr
+
+
+def evogan_mpi(ranks: int, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return mpirun(ranks, ["-m", "evogan", *args], timeout=60)
+
+
+def _launch(args: list[str]) -> subprocess.Popen:
+    command = ["mpirun", "-n", "2", "--oversubscribe", sys.executable, *args]
+    return subprocess.Popen(
+        command,
+        env=mpi_env(),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 40) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+
+
+def _children(pid: int) -> list[int]:
+    """Python rank processes started by the launcher ``pid`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == pid:
+                found.append(int(entry.name))
+    return found

@@ -1,0 +1,239 @@
+"""Search campaigns under real ``mpirun -n 4`` (2 groups x 2 ranks): GA and Optuna backends
+complete and write their tables, NaN candidates are recorded and skipped, invalid genomes never
+train, a killed campaign resumes without re-running finished candidates."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from evogan.search import Space
+from tests.conftest import REPO, mpi_env, mpirun
+
+TINY = REPO / "configs" / "arch_search_tiny.yaml"
+
+
+def _config(tmp_path: Path, **changes) -> Path:
+    """The tiny search config with faster budgets and ``changes``, written into tmp_path."""
+    raw = yaml.safe_load(TINY.read_text())
+    raw["base"] = str(REPO / "configs" / "gan3d_tiny.yaml")
+    raw["budget"] = {"kind": "steps", "amount": 2}
+    raw["fitness"] = {"members": 1, "beta": 0.5, "test_events": 20, "energy_bins": 2}
+    raw.update(changes)
+    path = tmp_path / "search.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = mpi_env()
+    env["EVOGAN_CACHE_DIR"] = str(tmp_path.parent / "search-cache")
+    return env
+
+
+def _search(tmp_path: Path, config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
+    try:
+        return mpirun(4, ["-m", "evogan", "search", str(config), *extra], timeout=120)
+    finally:
+        del os.environ["EVOGAN_CACHE_DIR"]
+
+
+def _rows(campaign: Path) -> list[dict]:
+    rows = []
+    for path in sorted((campaign / "table").glob("*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+def test_ga_campaign_records_nan_and_never_trains_invalid_genomes(tmp_path: Path) -> None:
+    # lr_knob is a test knob: a learning rate of 1e30 makes training diverge (NaN).
+    raw = yaml.safe_load(TINY.read_text())
+    space = [g for g in raw["space"] if g["name"] in ("g_last_kernel", "g_filters")]
+    space.append(
+        {"name": "lr_knob", "type": "categorical", "path": "d_lr", "choices": [1.0e-3, 1.0e30]}
+    )
+    config = _config(tmp_path, space=space, candidates=6)
+    out = tmp_path / "ga"
+    result = _search(tmp_path, config, "--run-dir", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(out)
+    trained = [r for r in rows if r["status"] != "invalid"]
+    assert len(trained) == 6
+    assert {r["island"] for r in trained} == {0, 1}
+    assert all(len(r["ranks"]) == 2 for r in trained)
+    nan = [r for r in trained if r["genome"]["lr_knob"] == 1.0e30]
+    assert nan and all(r["status"] == "nan" and r["fitness"] is None for r in nan)
+    assert all("NaN" in r["reason"] or "not finite" in r["reason"] for r in nan)
+    # No trained candidate has the impossible kernel; repaired ones say so.
+    assert all(r["genome"]["g_last_kernel"] == [1, 1, 1] for r in trained)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["candidates_trained"] == 6
+    invalid = summary["invalid_genomes"]
+    assert invalid["found"] == sum(1 for r in trained if r["repaired"]) > 0
+    assert summary["status_counts"]["nan"] == len(nan)
+    best = summary["best"][0]
+    assert best["genome"]["lr_knob"] == 1.0e-3 and math.isfinite(best["fitness"])
+    for row in trained:  # the candidate's run directory holds what was trained
+        model = out / "candidates" / row["id"] / "member-0" / "best_model.h5"
+        assert model.is_file()
+
+
+def test_optuna_campaign_and_study_open_with_optuna(tmp_path: Path) -> None:
+    config = _config(tmp_path, backend="optuna", candidates=4)
+    out = tmp_path / "tpe"
+    result = _search(tmp_path, config, "--run-dir", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(out)
+    trained = [r for r in rows if r["status"] != "invalid"]
+    invalid = [r for r in rows if r["status"] == "invalid"]
+    assert len(trained) == 4
+    assert {tuple(r["ranks"]) for r in trained} <= {(0, 1), (2, 3)}
+    assert all(r["genome"]["g_last_kernel"] == [1, 1, 1] for r in trained)
+    assert all(r["genome"]["g_last_kernel"] == [3, 3, 3] for r in invalid)
+    assert not any((out / "candidates" / r["id"]).exists() for r in invalid)
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = JournalStorage(JournalFileBackend(str(out / "study.journal")))
+    study = optuna.load_study(study_name="evogan-search", storage=storage)
+    states = [t.state.name for t in study.trials]
+    assert states.count("COMPLETE") + states.count("FAIL") == len(rows)
+    assert states.count("FAIL") >= len(invalid)
+    best = min((r for r in trained if r["status"] == "ok"), key=lambda r: r["fitness"])
+    assert study.best_trial.number == best["trial"]
+    assert study.best_value == pytest.approx(best["fitness"])
+    assert study.best_trial.user_attrs["status"] == "ok"
+
+    # A study owner killed mid-trial leaves it RUNNING: resume fails it and re-runs its params.
+    kernel = json.dumps([1, 1, 1])
+    params = dict(
+        latent_size=8,
+        g_lr=3e-4,
+        d_lr=3e-4,
+        g_filters=6,
+        g_last_kernel=kernel,
+        d_blocks=1,
+        d_filters_0=3,
+        d_dropout_0=0.1,
+        energy_weight=0.1,
+    )
+    study.enqueue_trial(params)
+    abandoned = study.ask()
+    space = Space(*_space_and_base(config))
+    space.suggest(abandoned)
+    assert abandoned.params["g_last_kernel"] == kernel
+    more = _config(tmp_path, backend="optuna", candidates=5)
+    stored = yaml.safe_load((out / "config.yaml").read_text())
+    assert stored["candidates"] == 4
+    result = _search(tmp_path, more, "--resume", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    study = optuna.load_study(study_name="evogan-search", storage=storage)
+    assert study.trials[abandoned.number].state.name == "FAIL"
+    reruns = [t for t in study.trials if t.user_attrs.get("rerun_of") == abandoned.number]
+    assert len(reruns) == 1 and reruns[0].params["g_last_kernel"] == kernel
+    after = [r for r in _rows(out) if r["status"] != "invalid"]
+    assert len(after) == 5 and len({r["id"] for r in after}) == 5
+    assert {r["trial"] for r in after if r["session"] == 1} == {reruns[0].number}
+
+
+def _space_and_base(config: Path) -> tuple:
+    from evogan.config import load_config
+    from evogan.search import resolve_base
+
+    resolved = resolve_base(load_config(config), config)
+    return resolved.space, resolved.spec
+
+
+def test_children_with_matching_shapes_inherit_parent_weights(tmp_path: Path) -> None:
+    raw = yaml.safe_load(TINY.read_text())
+    space = [g for g in raw["space"] if g["name"] in ("g_lr", "d_lr", "energy_weight")]
+    for gene in space:
+        if gene["name"] != "energy_weight":
+            gene.update(low=1e-4, high=4e-4)
+    spec = yaml.safe_load((REPO / "configs" / "gan3d_tiny.yaml").read_text())["spec"]
+    spec["generator"][0]["filters"], spec["latent_size"] = 6, 8
+    ga = {**raw["ga"], "inherit_weights": True}
+    config = _config(tmp_path, space=space, candidates=4, spec=spec, base=None, ga=ga)
+    raw = yaml.safe_load(config.read_text())
+    raw.pop("base")
+    raw["budget"]["amount"] = 3
+    config.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "inherit"
+    os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
+    try:
+        result = mpirun(2, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
+    finally:
+        del os.environ["EVOGAN_CACHE_DIR"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {r["id"]: r for r in _rows(out)}
+    children = [r for r in rows.values() if r["generation"] > 0]
+    assert children and all(r["inherit_from"] in rows for r in children)
+    for child in children:
+        parent_ok = rows[child["inherit_from"]]["status"] == "ok"
+        assert child["inherited"] == int(parent_ok)
+        metrics = out / "candidates" / child["id"] / "member-0" / "metrics.jsonl"
+        kinds = [json.loads(line)["kind"] for line in metrics.read_text().splitlines()]
+        assert kinds == (["resume", "epoch"] if parent_ok else ["epoch"])
+
+
+def test_resume_after_kill_keeps_finished_candidates(tmp_path: Path) -> None:
+    config = _config(tmp_path, candidates=6)
+    out = tmp_path / "killed"
+    env = _env(tmp_path)
+    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+    command = [
+        launcher,
+        "-n",
+        "4",
+        "--oversubscribe",
+        sys.executable,
+        "-m",
+        "evogan",
+        "search",
+        str(config),
+        "--run-dir",
+        str(out),
+    ]
+    process = subprocess.Popen(
+        command,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(_rows(out)) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    before = {r["id"]: r for r in _rows(out)}
+    assert 2 <= len(before) < 6, "the campaign must be killed part-way"
+    assert not (out / "summary.json").exists()
+    result = _search(tmp_path, config, "--resume", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = _rows(out)
+    ids = [r["id"] for r in after]
+    assert len(ids) == len(set(ids)) == 6, "no candidate may be trained twice"
+    for row in after:
+        if row["id"] in before:
+            assert row == before[row["id"]]  # finished candidates are kept as they were
+        else:
+            assert row["session"] == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["candidates_trained"] == 6
+    assert summary["candidates_trained_this_session"] == 6 - len(before)
