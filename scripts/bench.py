@@ -56,7 +56,13 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             str(out / "regressor"),
             *(["--quick"] if quick else []),
         ],
-        "islands": [py, str(SCRIPTS / "bench_islands.py"), *(["--quick"] if quick else [])],
+        "islands": [
+            py,
+            str(SCRIPTS / "bench_islands.py"),
+            "--out",
+            str(out / "islands"),
+            *(["--generations", "300"] if quick else []),
+        ],
         "gan": [
             py,
             str(SCRIPTS / "bench_gan.py"),
@@ -74,7 +80,13 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             "--steps",
             "10" if quick else "20",
         ],
-        "search": [py, str(SCRIPTS / "bench_search.py"), *(["--quick"] if quick else [])],
+        "search": [
+            py,
+            str(SCRIPTS / "bench_search.py"),
+            "--out",
+            str(out / "search"),
+            *(["--candidates", "8"] if quick else []),
+        ],
     }
 
 

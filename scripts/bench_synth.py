@@ -130,12 +130,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    throughput(args.events, args.seed)
     if args.physics:
         physics(args.physics, args.seed)
-    elif args.codecs:
+    if args.codecs:
         codecs(args.codecs, args.seed)
-    else:
-        throughput(args.events, args.seed)
 
 
 if __name__ == "__main__":

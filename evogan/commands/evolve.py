@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evogan.commands.options import add_config_options
 from evogan.commands.train import dispatch
 from evogan.errors import EvoganError
 
@@ -24,16 +25,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         nargs="?",
         help="YAML config, e.g. configs/regressor_ga.yaml (not with --resume)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set ga.children=16 (repeatable)",
-    )
-    parser.add_argument(
-        "--run-dir", type=Path, help="write the run here instead of populations/METHOD-TIME"
+    add_config_options(
+        parser, "ga.children=16", "write the run here instead of populations/METHOD-TIME"
     )
     parser.add_argument(
         "--resume",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evogan.commands.options import add_config_options
 from evogan.config import load_config
 from evogan.errors import ConfigError
 
@@ -16,15 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument(
         "config", type=Path, help="task: search YAML, e.g. configs/arch_search_ga.yaml"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set candidates=64 (repeatable)",
-    )
-    parser.add_argument("--run-dir", type=Path, help="campaign directory (default: populations/)")
+    add_config_options(parser, "candidates=64", "campaign directory (default: populations/)")
     parser.add_argument(
         "--resume",
         type=Path,

@@ -6,6 +6,7 @@ import argparse
 import importlib
 from pathlib import Path
 
+from evogan.commands.options import add_config_options
 from evogan.config import load_config
 from evogan.errors import ConfigError
 
@@ -21,16 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument(
         "config", type=Path, help="YAML config, e.g. configs/regressor_rmsprop.yaml"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set train.lr=3e-4 (repeatable)",
-    )
-    parser.add_argument(
-        "--run-dir", type=Path, help="write the run here instead of populations/METHOD-TIME"
+    add_config_options(
+        parser, "train.lr=3e-4", "write the run here instead of populations/METHOD-TIME"
     )
     parser.add_argument(
         "--resume", type=Path, metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint"
