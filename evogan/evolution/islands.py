@@ -193,19 +193,21 @@ class IslandModel:
     def after_generation(self, record: dict[str, Any]) -> None:
         started = time.perf_counter()
         self.batch_in_epoch += 1
+        # MPI is touched only every `interval` generations: on oversubscribed or busy nodes
+        # each progress call can cost a scheduler time slice, and a stop signal still takes
+        # effect within one interval (a fraction of a second at regressor speeds).
         due = self.generation % self.island.interval == 0
         arrived: list[tuple[Tensor, Lineage | None]] = []
         stop = False
-        if self.migration is not None:
-            if due:
-                self.migration.send(self.emigrants())
-            if due or self.migration.mode == "async":
-                arrived = self.migration.receive()
+        if self.migration is not None and due:
+            self.migration.send(self.emigrants())
+            arrived = self.migration.receive()
         if self.agreement is not None:
             self.agreement.value = self.elite_fitness
-            stop = self.agreement.poll()
-            record["global_best"] = min(self.agreement.global_value, self.elite_fitness)
-        if self.group is not None:
+            if due:
+                stop = self.agreement.poll()
+                record["global_best"] = min(self.agreement.global_value, self.elite_fitness)
+        if self.group is not None and due:
             arrived, stop = self.group.bcast((arrived, stop), root=0)
         self.immigrants.extend(arrived)
         record["immigrants"] = len(arrived)
