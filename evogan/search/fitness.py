@@ -292,8 +292,8 @@ def _train_member(
     inherited = group.bcast(inherited, root=0)
     train_config.trainer.epochs += inherited
     on_step = _step_hook(group, start, budget.timeout_s, hook)
+    began = time.perf_counter()  # a seconds budget counts the first epoch too
     train_gan3d(train_config, run_dir, world=group, on_step=on_step)
-    began = time.perf_counter()
     while budget.kind == "seconds":
         _check_finite(run_dir, group)
         more = group.bcast(time.perf_counter() - began < budget.amount, root=0)
