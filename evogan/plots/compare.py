@@ -8,7 +8,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from evogan.store import METRICS, RunDir, atomic_path, read_metrics
+from evogan.plots import save_figure
+from evogan.store import METRICS, RunDir, read_metrics
 
 COLOURS = {"ga": "tab:red", "rmsprop": "tab:blue", "hybrid": "tab:green"}
 
@@ -43,13 +44,6 @@ def _label(record: RunRecord) -> str:
     return record.method if record.label == record.method else f"{record.method} ({record.label})"
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    """PNG via the Agg canvas of a pyplot-free Figure (no global backend state), atomically."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
-    return path
-
-
 def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
     """Test MAPE of each run against epoch and against training time."""
     fig = Figure(figsize=(11, 4.2))
@@ -71,7 +65,7 @@ def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
         axis.axhline(5, color="grey", ls=":", lw=0.8)
     by_epoch.legend(fontsize=8)
     fig.suptitle("Test loss (MAPE) of the energy regressor")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
@@ -107,7 +101,7 @@ def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
         axis.set_yscale("log")
         axis.grid(True, which="both", alpha=0.3)
         axis.legend(fontsize=7, ncol=2 if len(record.islands) > 8 else 1)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _offsets(records: list[RunRecord], index: int, bins: list[dict[str, Any]]) -> list[float]:
@@ -149,7 +143,7 @@ def plot_energy_response(records: list[RunRecord], path: Path) -> Path:
     for panel in (axis, ratio):
         panel.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_relative_error(records: list[RunRecord], path: Path) -> Path:
@@ -175,7 +169,7 @@ def plot_relative_error(records: list[RunRecord], path: Path) -> Path:
     axis.set_title("Relative error per energy bin (test set)")
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def summary_table(records: list[RunRecord]) -> str:

@@ -7,7 +7,6 @@ at a glance whether a file (real or synthetic) looks like ECAL electron showers.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +16,7 @@ from matplotlib.figure import Figure  # the object API renders with Agg, no pypl
 
 from evogan.errors import EvoganError
 from evogan.physics.inspect import REFERENCE_SAMPLING_FRACTION, Scan, scan_file
+from evogan.plots import save_figure
 
 MAX_PROFILE_BINS = 4
 
@@ -28,13 +28,7 @@ def plot_inspection(path: str | Path, png: str | Path, layout: str = "auto") -> 
         raise EvoganError(f"figure directory must exist: {png.parent} does not (create it first)")
     scan = scan_file(path, layout)
     fig = _figure(scan, Path(path).name)
-    tmp = png.with_name(f".{png.stem}.{os.getpid()}.tmp.png")
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, png)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return png
+    return save_figure(fig, png)
 
 
 def _figure(scan: Scan, title: str) -> Figure:

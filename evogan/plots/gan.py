@@ -8,7 +8,6 @@ standard deviation across members (SAGIPS equations 7-8).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # object API: Agg rendering, no pyplot state
 
 from evogan.physics.validation import SPECTRUM_EDGES, ShowerStats
+from evogan.plots import save_figure
 
 DATA_STYLE = {"color": "black", "marker": "o", "ms": 3, "lw": 1.2, "label": "data"}
 GAN_STYLE = {"color": "tab:red", "marker": "s", "ms": 3, "lw": 1.2}
@@ -57,13 +57,7 @@ def plot_validation(
     axes.flat[0].legend(frameon=False)
     if title:
         fig.suptitle(title)
-    tmp = png.with_name(f".{png.stem}.{os.getpid()}.tmp.png")
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, png)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return png
+    return save_figure(fig, png, dpi=110)
 
 
 def _pick(values: dict[str, np.ndarray], key) -> np.ndarray:

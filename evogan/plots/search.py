@@ -12,9 +12,9 @@ import yaml
 from matplotlib.figure import Figure
 
 from evogan.errors import EvoganError
+from evogan.plots import save_figure
 from evogan.search.campaign import CONFIG, SUMMARY, Campaign
 from evogan.search.summary import best_rows, pareto_rows, trained
-from evogan.store import atomic_path
 
 
 @dataclass
@@ -56,12 +56,6 @@ class CampaignRecord:
         return counts, seconds, best
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
-    return path
-
-
 def plot_convergence(records: list[CampaignRecord], path: Path) -> Path:
     """Best fitness so far against evaluations and against campaign wall time."""
     fig = Figure(figsize=(11, 4.2))
@@ -79,7 +73,7 @@ def plot_convergence(records: list[CampaignRecord], path: Path) -> Path:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
     fig.suptitle("Architecture search: best validation fitness")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_pareto(records: list[CampaignRecord], path: Path, second: str) -> Path:
@@ -115,7 +109,7 @@ def plot_pareto(records: list[CampaignRecord], path: Path, second: str) -> Path:
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
     axis.set_title("Fitness against model size")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _front_by_size(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
