@@ -8,7 +8,7 @@ import pytest
 from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
 from evogan.physics.ensemble import check_compatible, combine, ensemble_moments, ensemble_validation
-from evogan.physics.validation import energy_edges, shower_stats
+from evogan.physics.validation import equal_count_edges, shower_stats
 from tests.gan_fixtures import tiny_generator, tiny_spec, toy_showers
 
 
@@ -27,7 +27,7 @@ def test_ensemble_mean_and_std_follow_equations_7_and_8() -> None:
 def _stats(fraction: float):
     ecal, energy, _ = toy_showers(12, seed=5)
     scale = fraction / 0.02
-    return shower_stats(ecal * scale, energy, energy_edges(energy, 3))
+    return shower_stats(ecal * scale, energy, equal_count_edges(energy, 3))
 
 
 def test_combined_members_give_mean_std_and_score_spread() -> None:
@@ -50,7 +50,7 @@ def test_combined_members_give_mean_std_and_score_spread() -> None:
 def test_generators_see_the_same_noise_and_conditions() -> None:
     spec = tiny_spec()
     ecal, energy, theta = toy_showers(16, seed=1)
-    reference = shower_stats(ecal, energy, energy_edges(energy, 2))
+    reference = shower_stats(ecal, energy, equal_count_edges(energy, 2))
     same = tiny_generator(7)
     twins = ensemble_validation([(spec, same), (spec, same)], reference, energy, theta, seed=3)
     for name, std in twins.std.items():

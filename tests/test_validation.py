@@ -11,7 +11,7 @@ import pytest
 from evogan.cli import main
 from evogan.physics.validation import (
     SPECTRUM_EDGES,
-    energy_edges,
+    equal_count_edges,
     shower_stats,
     validation_score,
 )
@@ -83,10 +83,10 @@ def test_score_counts_each_deviation_once() -> None:
 
 def test_energy_edges_are_equal_count() -> None:
     energy = np.arange(1.0, 101.0)
-    edges = energy_edges(energy, 4)
+    edges = equal_count_edges(energy, 4)
     counts = np.histogram(energy, edges)[0]
     assert edges[0] == 1.0 and edges[-1] == 100.0 and counts.tolist() == [25, 25, 25, 25]
-    assert energy_edges(np.full(5, 7.0), 3).tolist() == [6.5, 7.5]
+    assert equal_count_edges(np.full(5, 7.0), 3).tolist() == [6.5, 7.5]
 
 
 def test_validate_cli_writes_score_and_figure(tmp_path: Path) -> None:

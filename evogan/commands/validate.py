@@ -84,7 +84,7 @@ def _validate(models: list, paths: list[Path], chunk, png: Path, args) -> dict:
 
     from evogan.physics.ensemble import ensemble_validation
     from evogan.physics.validation import (
-        energy_edges,
+        equal_count_edges,
         generate_showers,
         shower_stats,
         validation_score,
@@ -93,7 +93,7 @@ def _validate(models: list, paths: list[Path], chunk, png: Path, args) -> dict:
 
     spec, generator = models[0]
     theta = chunk.theta if spec.conditioning.angle else None
-    edges = energy_edges(chunk.energy, args.bins)
+    edges = equal_count_edges(chunk.energy, args.bins)
     reference = shower_stats(chunk.ecal, chunk.energy, edges)
     rng = torch.Generator().manual_seed(args.seed)
     showers = generate_showers(spec, generator, chunk.energy, theta, rng, args.batch_size)

@@ -49,7 +49,7 @@ class ShowerStats:
         }
 
 
-def energy_edges(energy: np.ndarray, bins: int) -> np.ndarray:
+def equal_count_edges(energy: np.ndarray, bins: int) -> np.ndarray:
     """``bins`` equal-count energy bins spanning ``energy`` (duplicates merged)."""
     energy = np.asarray(energy, dtype=np.float64)
     edges = np.unique(np.quantile(energy, np.linspace(0.0, 1.0, bins + 1)))

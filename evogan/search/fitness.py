@@ -37,7 +37,7 @@ from evogan.evolution.seeding import derive_seed
 from evogan.models.gan_shapes import discriminator_layers, generator_layers
 from evogan.physics.validation import (
     ShowerStats,
-    energy_edges,
+    equal_count_edges,
     generate_showers,
     shower_stats,
     validation_score,
@@ -92,7 +92,7 @@ class Scorer:
         chunk = test.read(min(config.fitness.test_events, len(test)))
         self.energy = chunk.energy
         self.theta = chunk.theta
-        self.edges = energy_edges(chunk.energy, config.fitness.energy_bins)
+        self.edges = equal_count_edges(chunk.energy, config.fitness.energy_bins)
         self.reference: ShowerStats = shower_stats(chunk.ecal, chunk.energy, self.edges)
 
     def score(self, path: Path) -> float:
