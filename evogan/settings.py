@@ -15,3 +15,9 @@ def cache_dir() -> Path:
 def populations_dir() -> Path:
     """Default root of run directories (``EVOGAN_POPULATIONS``)."""
     return Path(os.environ.get("EVOGAN_POPULATIONS", "populations"))
+
+
+def native_kernels() -> bool:
+    """Whether compiled C kernels may be built and used (``EVOGAN_NATIVE``, default 1; 0 keeps
+    the pure torch code paths, e.g. to compare them or where no C compiler exists)."""
+    return os.environ.get("EVOGAN_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")

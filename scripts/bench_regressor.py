@@ -26,6 +26,7 @@ import torch
 
 from evogan.config import load_config
 from evogan.evolution import Streams
+from evogan.models.regressor import evaluation_path
 from evogan.plots.compare import (
     RunRecord,
     plot_energy_response,
@@ -78,6 +79,7 @@ def evaluation_speed(rounds: int) -> dict:
         seconds = _seconds(lambda batch=batch: problem.evaluate(genomes, batch), 3)
         evaluation.append(eval_flops / seconds / 1e9)
     return {
+        "path": evaluation_path(layout, genomes, batches[0][0]),
         "threads": torch.get_num_threads(),
         "candidates": genomes.shape[0],
         "batch": cfg.ga.batch_size,
@@ -147,6 +149,7 @@ def report(speed: dict, summaries: dict[str, dict]) -> list[str]:
     lines += [
         "",
         "=== (b) speed ===",
+        f"evaluation path: {speed['path']} (EVOGAN_NATIVE=0 forces the torch path)",
         f"threads {speed['threads']}, {speed['candidates']} candidates x {speed['batch']} events "
         f"= {speed['flops_per_generation'] / 1e9:.3f} GFLOP per generation",
         f"dense matmul 1024^3: {speed['dense_gflops_median']:.1f} GFLOP/s median, "

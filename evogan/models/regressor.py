@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from evogan.config.regressor import RegressorModelConfig
 from evogan.errors import ConfigError, DataError
+from evogan.models import fused_eval
 
 
 @dataclass(frozen=True)
@@ -182,22 +183,87 @@ def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Te
 def batched_predict(layout: RegressorLayout, genomes: Tensor, x: Tensor, chunk: int = 4) -> Tensor:
     """Predictions (P, B) of P genomes on x (B, C, H, W) without a loop over genomes.
 
-    Every genome sees the same input, so the image patches (im2col) of a chunk of events are
-    built once and shared: the P x filters kernels (bias as an extra column against a row of
-    ones) form one (P*filters, C*k*k+1) matrix and the convolution of all candidates is one
-    matmul. For average pooling, pooling followed by the linear layer is itself linear, so it
-    folds into one effective weight per (candidate, filter) over the convolution output and
-    the tail is one multiply-and-sum. Chunks are small enough that the convolution output stays
-    in cache between the matmul, the ReLU and the reduction.
+    With average pooling, pooling followed by the linear layer is itself linear, so it folds
+    into one weight per (candidate, filter, convolution position). On a CPU with float32 and
+    no gradient wanted, the fused C kernel (:mod:`evogan.models.fused_eval`) then computes
+    every (event, candidate, filter) in one pass from the input; otherwise (GPU, max pooling,
+    autograd, no C compiler) the torch path below runs with ``chunk`` events per block.
     """
     views = unflatten(layout, genomes)
-    count, rows = genomes.shape[0], genomes.shape[0] * layout.filters
+    if x.dim() != 4 or tuple(x.shape[1:]) != layout.input_shape:
+        raise ValueError(
+            f"x must be (B, {', '.join(map(str, layout.input_shape))}), got {tuple(x.shape)}"
+        )
+    if _fused_applies(layout, genomes, x):
+        per_filter = _fused_predict(layout, views, x)
+    else:
+        per_filter = _torch_predict(layout, views, x, chunk)
+    count, events = genomes.shape[0], x.shape[0]
+    prediction = per_filter.reshape(count, layout.filters, events).sum(dim=1)
+    if "linear.bias" in views:
+        prediction += views["linear.bias"].reshape(count, 1)
+    return prediction
+
+
+def evaluation_path(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> str:
+    """Which implementation :func:`batched_predict` takes for these arguments (for reports)."""
+    return "fused C kernel" if _fused_applies(layout, genomes, x) else "torch im2col + matmul"
+
+
+def _fused_applies(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> bool:
+    wants_grad = torch.is_grad_enabled() and (genomes.requires_grad or x.requires_grad)
+    return (
+        layout.pooling == "avg"
+        and not wants_grad
+        and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (genomes, x))
+        and fused_eval.kernel() is not None
+    )
+
+
+def _fused_predict(layout: RegressorLayout, views: dict[str, Tensor], x: Tensor) -> Tensor:
+    """Per-(candidate, filter) sums (P*filters, B) from the fused kernel; only the positions
+    that pooling keeps are computed, and rows are padded to whole vector registers."""
+    weight = views["conv.weight"]
+    rows = weight.shape[0] * layout.filters
+    padded = -(-rows // fused_eval.LANES) * fused_eval.LANES
+    pooled_h, pooled_w = layout.pooled_shape
+    positions, cells, taps = fused_eval.offsets(
+        layout.input_shape, layout.kernel, layout.pool, layout.pooled_shape
+    )
+    weight_t = weight.new_zeros(taps.shape[0], padded)
+    weight_t[:, :rows] = weight.reshape(rows, -1).T
+    bias = weight.new_zeros(padded)
+    if "conv.bias" in views:
+        bias[:rows] = views["conv.bias"].reshape(rows)
+    per_cell = weight.new_zeros(pooled_h * pooled_w + 1, padded)  # last row: padding positions
+    linear = views["linear.weight"].reshape(rows, pooled_h * pooled_w)
+    torch.mul(linear.T, 1 / layout.pool**2, out=per_cell[:-1, :rows])
+    tail = per_cell.index_select(0, cells)
+    sums = fused_eval.fused_rows(x, weight_t, bias, tail, positions, taps)
+    return sums[:, :rows].T
+
+
+def _torch_predict(
+    layout: RegressorLayout, views: dict[str, Tensor], x: Tensor, chunk: int
+) -> Tensor:
+    """Per-(candidate, filter) sums (P*filters, B) through im2col and one matmul per chunk.
+
+    Every genome sees the same input, so the image patches of a chunk of events are built once
+    and shared: the P x filters kernels (bias as an extra column against a row of ones) form one
+    (P*filters, C*k*k+1) matrix and the convolution of all candidates is one matmul. With
+    average pooling the tail is one multiply-and-sum with the folded weight. Chunks are small
+    enough that the convolution output stays in cache between the matmul, the ReLU and the
+    reduction.
+    """
+    weight_view = views["conv.weight"]
+    count = weight_view.shape[0]
+    rows = count * layout.filters
     channels, kernel = layout.input_shape[0], layout.kernel
     conv_h, conv_w = layout.conv_shape
     positions, depth = conv_h * conv_w, channels * kernel * kernel
     bias = int("conv.bias" in views)
-    weight = genomes.new_empty(rows, depth + bias)
-    weight[:, :depth] = views["conv.weight"].reshape(rows, depth)
+    weight = weight_view.new_empty(rows, depth + bias)
+    weight[:, :depth] = weight_view.reshape(rows, depth)
     if bias:
         weight[:, depth] = views["conv.bias"].reshape(rows)
     pooled_h, pooled_w = layout.pooled_shape
@@ -224,10 +290,7 @@ def batched_predict(layout: RegressorLayout, genomes: Tensor, x: Tensor, chunk: 
             hidden = F.max_pool2d(hidden.view(rows, size, conv_h, conv_w), layout.pool)
             hidden = hidden.view(rows, size, -1)
         torch.sum(hidden.mul_(tail), dim=2, out=per_filter[:, start : start + size])
-    prediction = per_filter.view(count, layout.filters, events).sum(dim=1)
-    if "linear.bias" in views:
-        prediction += views["linear.bias"].reshape(count, 1)
-    return prediction
+    return per_filter
 
 
 def _folded_tail(layout: RegressorLayout, linear: Tensor) -> Tensor:
