@@ -44,22 +44,30 @@ def test_lineage_rebuilds_the_elite_bit_for_bit(mutation: str) -> None:
 
 
 def test_lineage_bytes_round_trip_and_size() -> None:
+    draw = torch.Generator().manual_seed(3)
     lineage = Lineage(7, 8, 3)
-    for step in range(200):
-        lineage = lineage.child(step * 7919 % 2**32, 8, step % 8, 0.1 if step < 100 else 0.01, 0.1)
-    back = Lineage.from_bytes(lineage.to_bytes())
-    assert back == lineage
-    assert len(lineage.to_bytes()) < 200 * 8  # seeds dominate: about 4-5 bytes per mutation
+    for step in range(600):
+        key, generation = (11, 2 * step) if step < 300 else (99, step - 100)  # an immigrant line
+        index = int(torch.randint(8, (1,), generator=draw))
+        lineage = lineage.child(key, generation, 8, index, 0.1 if step < 100 else 0.01, 0.1)
+    assert Lineage.from_bytes(lineage.to_bytes()) == lineage
+    assert len(lineage.to_bytes()) < 600  # about 3 bits per surviving-child choice, plus a bit
+    known = Lineage(*lineage.root, lineage.mutations[:594])
+    delta = lineage.delta_bytes(594)
+    assert known.extended(594, delta) == lineage and len(delta) < 16
+    assert Lineage(*lineage.root).extended(0, lineage.delta_bytes(0)) == lineage
     assert Lineage.from_bytes(Lineage(1, 2, 0).to_bytes()) == Lineage(1, 2, 0)
     with pytest.raises(DataError, match="lineage record is corrupt"):
         Lineage.from_bytes(b"not a lineage")
+    with pytest.raises(DataError, match="arrived out of order"):
+        Lineage(*lineage.root).extended(5, delta)
 
 
 def test_rebuilder_replays_only_new_mutations_of_a_known_prefix() -> None:
     problem = _problem()
     strategy = _evolved(problem, epochs=3)
     full = strategy.elite_lineage
-    prefix = Lineage(full.init_seed, full.init_count, full.init_index, full.mutations[:2])
+    prefix = Lineage(*full.root, full.mutations[:2])
     rebuilder = Rebuilder(problem)
     rebuilder(prefix)
     assert rebuilder.replayed == 2
@@ -90,8 +98,21 @@ def test_migrants_travel_as_deltas_against_the_previous_message() -> None:
     sender.run()  # two more epochs: the elite line grows
     assert sender.elite_lineage.extends(lineage) and len(sender.elite_lineage) > len(lineage)
     second = sender.encode_migrants(sender.emigrants(), destination=1)
-    assert second[0].base == (0, len(lineage)) and second[0].size < len(
-        sender.elite_lineage.to_bytes()
-    )
+    assert second[0].base == (0, len(lineage))
+    assert second[0].size < len(sender.elite_lineage.to_bytes())
     genome, rebuilt = receiver.decode_migrants(second, source=0)[0]
     assert torch.equal(genome, sender.elite) and rebuilt == sender.elite_lineage
+
+
+def test_a_diverged_line_travels_as_a_delta_from_the_shared_prefix() -> None:
+    sender, receiver = _evolved(_problem(), epochs=2), _evolved(_problem(), epochs=1)
+    sent = sender.elite_lineage
+    receiver.decode_migrants(sender.encode_migrants(sender.emigrants(), destination=1), source=0)
+    sibling = Lineage(*sent.root, sent.mutations[:2]).child(
+        sender.stream_key, 10**6, 6, 5, 0.1, 0.1
+    )
+    genome = rebuild(sender.problem, sibling)
+    migrant = sender.encode_migrants([(genome, sibling, 0.5)], destination=1)[0]
+    assert migrant.base == (0, 2) and migrant.size < len(sibling.to_bytes())
+    rebuilt, lineage = receiver.decode_migrants([migrant], source=0)[0]
+    assert lineage == sibling and torch.equal(rebuilt, genome)

@@ -8,6 +8,7 @@ the topology generator, immigrants received but not yet used, and the hybrid's R
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -36,12 +37,37 @@ def _untables(tables: dict[str, list[str | None]]) -> dict[int, list[Lineage | N
     return {int(key): [_lineage(x) for x in value] for key, value in tables.items()}
 
 
+def _logbook_columns(island: IslandModel) -> dict[str, np.ndarray]:
+    """The logbook as one array per field: JSON for a row per generation made every checkpoint
+    cost time in proportion to the run's length."""
+    columns = {}
+    for field in island.logbook.header:
+        values = island.logbook.select(field)
+        if all(isinstance(value, int) for value in values):
+            columns[f"logbook_{field}"] = np.asarray(values, dtype=np.int64)
+        else:
+            floats = [np.nan if value is None else float(value) for value in values]
+            columns[f"logbook_{field}"] = np.asarray(floats, dtype=np.float64)
+    return columns
+
+
+def _logbook_rows(arrays: dict[str, np.ndarray], fields: list[str]) -> list[dict[str, Any]]:
+    columns = {field: arrays[f"logbook_{field}"].tolist() for field in fields}
+    rows = [
+        dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)
+    ]
+    for row in rows:  # generations whose every fitness was NaN have no statistics
+        row.update({k: None for k, v in row.items() if isinstance(v, float) and math.isnan(v)})
+    return rows
+
+
 def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``(arrays, meta)`` of ``island`` after its last finished generation."""
     arrays: dict[str, np.ndarray] = {
         f"stream_{name}": getattr(island.streams, name).get_state().numpy() for name in _STREAMS
     }
     arrays["stream_data_epoch"] = island.epoch_data_state.numpy()
+    arrays.update(_logbook_columns(island))
     if island.elite is not None:
         arrays["elite"] = island.elite.numpy()
     for index, member in enumerate(island.hall_of_fame):
@@ -60,7 +86,7 @@ def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, 
         "train_seconds": island.train_seconds,
         "eval_seconds": island.eval_seconds,
         "hall_of_fame_fitness": [m.fitness.values[0] for m in island.hall_of_fame],
-        "logbook": [dict(entry) for entry in island.logbook],
+        "logbook_fields": list(island.logbook.header),
         "epoch_records": island.epoch_records,
         "immigrant_lineages": [_lineage_hex(lineage) for _, lineage in island.immigrants],
         "immigrants_used": island.immigrants_used,
@@ -108,7 +134,7 @@ def restore_island(
     fitness = [_number(value) for value in meta["hall_of_fame_fitness"]]
     hof = [torch.from_numpy(arrays[f"hall_of_fame_{i}"]) for i in range(len(fitness))]
     island.restore_hall_of_fame(hof, fitness)
-    for entry in meta["logbook"]:
+    for entry in _logbook_rows(arrays, meta["logbook_fields"]):
         island.logbook.record(**entry)
     island.epoch_records = list(meta["epoch_records"])
     island.immigrants = [

@@ -22,19 +22,27 @@ import torch
 from torch import Tensor
 
 from evogan.evolution.engine import Individual
-from evogan.evolution.lineage import Lineage, Rebuilder, draw_seed, mutate_step, seeded
+from evogan.evolution.lineage import (
+    Lineage,
+    Rebuilder,
+    draw_seed,
+    mutate_step,
+    seeded,
+    varint,
+)
 from evogan.evolution.migration import Migration, best_first
 from evogan.evolution.problem import GenerationContext
 from evogan.evolution.strategies import Hybrid, PlusLambda
 
 
 def _shared_base(lineage: Lineage, previous: list[Lineage | None]) -> tuple[int, int] | None:
-    """The slot and length of the longest lineage in ``previous`` that ``lineage`` extends."""
+    """The slot in ``previous`` sharing the longest prefix with ``lineage``, and its length
+    (None when no lineage there starts from the same initial draw)."""
     best = None
     for slot, known in enumerate(previous):
-        longer = best is None or len(known or ()) > best[1]
-        if known is not None and longer and lineage.extends(known):
-            best = (slot, len(known))
+        shared = None if known is None else lineage.shared_length(known)
+        if shared is not None and (best is None or shared > best[1]):
+            best = (slot, shared)
     return best
 
 
@@ -56,7 +64,11 @@ class Migrant:
 
     @property
     def size(self) -> int:
-        return len(self.lineage if self.lineage is not None else self.weights or b"")
+        """Bytes that describe the genome (the base reference counted as two varints)."""
+        if self.lineage is None:
+            return len(self.weights or b"")
+        reference = 0 if self.base is None else len(varint(self.base[0]) + varint(self.base[1]))
+        return len(self.lineage) + reference
 
 
 @dataclass
@@ -116,6 +128,7 @@ class IslandModel:
         self.agreement = agreement
         self.checkpoint = checkpoint
         self.rebuilder = Rebuilder(self.problem)
+        self.stream_key = draw_seed(self.streams.mutation)  # with the generation: seeds children
         self.elite_lineage: Lineage | None = None
         self.immigrants: list[tuple[Tensor, Lineage | None]] = []
         self.migrant_bytes = MigrantBytes()
@@ -142,16 +155,13 @@ class IslandModel:
             candidates = self.problem.initial_genomes(count, seeded(seed))
             lineages: list[Lineage | None] = [Lineage(seed, count, i) for i in range(count)]
         else:
-            seed = draw_seed(self.streams.mutation)
-            children = mutate_step(
-                self.problem, self.elite, seed, self.children, context.rate, context.power
-            )
+            key, generation, count = self.stream_key, self.generation, self.children
+            rate, power = context.rate, context.power
+            children = mutate_step(self.problem, self.elite, key, generation, count, rate, power)
             parent = self.elite_lineage
             lineages = [parent] + [
-                None
-                if parent is None
-                else parent.child(seed, self.children, i, context.rate, context.power)
-                for i in range(self.children)
+                None if parent is None else parent.child(key, generation, count, i, rate, power)
+                for i in range(count)
             ]
             candidates = torch.cat([self.elite.unsqueeze(0), children])
         candidates, lineages = self._admit(candidates, lineages)
@@ -280,8 +290,7 @@ class IslandModel:
             counts.lineage += len(lineage.to_bytes())
             counts.lineage_count += 1
             base = _shared_base(lineage, previous)
-            tail = lineage if base is None else lineage.suffix(base[1])
-            packed = tail.to_bytes()
+            packed = lineage.to_bytes() if base is None else lineage.delta_bytes(base[1])
         mode = self.island.send
         use_lineage = packed is not None and (
             mode == "lineage" or (mode == "auto" and len(packed) < len(weights))
@@ -306,10 +315,11 @@ class IslandModel:
         self, migrant: Migrant, previous: list[Lineage | None]
     ) -> tuple[Tensor, Lineage | None]:
         if migrant.lineage is not None:
-            lineage = Lineage.from_bytes(migrant.lineage)
-            if migrant.base is not None:
+            if migrant.base is None:
+                lineage = Lineage.from_bytes(migrant.lineage)
+            else:
                 slot, shared = migrant.base
-                lineage = previous[slot].extended(shared, lineage)
+                lineage = previous[slot].extended(shared, migrant.lineage)
             return self.rebuilder(lineage), lineage
         genome = torch.from_numpy(np.frombuffer(migrant.weights, dtype=np.float32).copy())
         return genome, None
