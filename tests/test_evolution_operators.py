@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ from evogan.evolution import (
     make_schedule,
     mutated_count,
     mutation_mask,
+    operators,
     point_mutation,
     replace_mutation,
     torch_generator,
@@ -39,14 +41,37 @@ def test_point_mutation_changes_expected_fraction_with_expected_magnitude() -> N
 
 
 def test_mutation_positions_are_uniform_and_never_zero() -> None:
-    mask = mutation_mask(4000, 50, 0.2, _generator(1))
-    frequency = mask.float().mean(dim=0)
-    assert torch.all((frequency - 0.2).abs() < 0.03)
+    mask = mutation_mask(50, 10, seed=1, children=range(4000))
+    assert mask.shape == (4000, 50) and (mask.sum(axis=1) == 10).all()
+    frequency = mask.mean(axis=0)
+    assert np.all(np.abs(frequency - 0.2) < 0.03)
     assert mutated_count(2049, 0.001) == 2  # round(2.049)
     assert mutated_count(100, 0.001) == 1  # a child always changes
     assert mutated_count(10, 1.0) == 10
     with pytest.raises(ValueError, match="mutation rate"):
         mutated_count(10, 0.0)
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.1, 0.001])
+@pytest.mark.parametrize("operator", [point_mutation, replace_mutation])
+def test_one_child_alone_equals_its_row_of_the_whole_draw(operator, rate) -> None:
+    parent = torch.randn(777)
+    children = operator(parent, 6, rate, 0.3, _generator(4))
+    for child in (0, 5):
+        alone = operator(parent, 6, rate, 0.3, _generator(4), only=child)
+        assert torch.equal(alone[0], children[child])
+    with pytest.raises(ValueError, match="child 6 does not exist"):
+        operator(parent, 6, rate, 0.3, _generator(4), only=6)
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.05, 0.001])
+def test_point_mutation_kernel_and_numpy_twin_agree_bit_for_bit(rate, monkeypatch) -> None:
+    if operators.kernel() is None:
+        pytest.skip("no C compiler: only the numpy path exists here")
+    parent = torch.randn(3001)
+    compiled = point_mutation(parent, 9, rate, 0.7, _generator(8))
+    monkeypatch.setattr(operators, "kernel", lambda: None)
+    assert torch.equal(point_mutation(parent, 9, rate, 0.7, _generator(8)), compiled)
 
 
 def test_replace_mutation_draws_fresh_normal_weights() -> None:

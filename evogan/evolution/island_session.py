@@ -44,9 +44,14 @@ class SharedEvaluation(DifferentiableProblem):
         return self.inner.initial_genomes(count, generator)
 
     def mutate(
-        self, parent: Tensor, count: int, generator: torch.Generator, context: GenerationContext
+        self,
+        parent: Tensor,
+        count: int,
+        generator: torch.Generator,
+        context: GenerationContext,
+        only: int | None = None,
     ) -> Tensor:
-        return self.inner.mutate(parent, count, generator, context)
+        return self.inner.mutate(parent, count, generator, context, only)
 
     def evaluate(self, genomes: Tensor, batch: Any) -> Tensor:
         bounds = np.linspace(0, genomes.shape[0], self.comm.size + 1).round().astype(int)

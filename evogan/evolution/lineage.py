@@ -2,9 +2,10 @@
 
 A lineage is the seed of the initial draw (and which row of it) plus, for every mutation on the
 way, the island's stream key and the generation (which together seed that generation's
-children, one generator per child), how many children were drawn, which child survived, and the
+mutation draw), how many children were drawn, which child survived, and the
 rate and power used. Replaying it through the same :class:`Problem` rebuilds the weights bit for
-bit (Uber's "deep GA" encoding), and a replay draws only the surviving child.
+bit (Uber's "deep GA" encoding); the operators' counter-based draws let a replay make only
+the surviving child.
 
 Steps are stored relative to the step before them: the stream key, child count, rate and power
 only where they change, the generation as a small increment and the child index as one byte, so
@@ -26,10 +27,10 @@ import torch
 from torch import Tensor
 
 from evogan.errors import DataError
+from evogan.evolution.operators import splitmix
 from evogan.evolution.problem import GenerationContext, Problem
 
 SEED_LIMIT = 2**32
-_WORD = 2**64 - 1
 Step = tuple[int, int, int, int, float, float]
 """``(stream key, generation, children drawn, surviving child, rate, power)``."""
 
@@ -237,19 +238,10 @@ def draw_seed(generator: torch.Generator) -> int:
     return int(torch.randint(SEED_LIMIT, (1,), generator=generator, dtype=torch.int64))
 
 
-def child_generator(key: int, generation: int, index: int) -> torch.Generator:
-    """The generator of child ``index`` at ``generation`` of stream ``key``: children have
-    their own streams, so a replay draws only the one that survived. (A splitmix64 chain: a
-    few microseconds, against ~80 for a numpy SeedSequence; torch seeds use 32 bits.)"""
-    mixed = _splitmix(_splitmix(_splitmix(key) ^ generation) ^ index)
-    return seeded(mixed >> 32)
-
-
-def _splitmix(value: int) -> int:
-    value = (value + 0x9E3779B97F4A7C15) & _WORD
-    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _WORD
-    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _WORD
-    return value ^ (value >> 31)
+def step_generator(key: int, generation: int) -> torch.Generator:
+    """The generator of the mutation step at ``generation`` of stream ``key`` (torch seeds use
+    32 bits)."""
+    return seeded(splitmix(key, generation) >> 32)
 
 
 def mutate_step(
@@ -265,12 +257,7 @@ def mutate_step(
     """The ``count`` children of one mutation step, or just child ``only``: the live run and
     the replay share it."""
     context = GenerationContext(0, 0, rate, power)
-    indices = range(count) if only is None else (only,)
-    children = [
-        problem.mutate(parent, 1, child_generator(key, generation, index), context)
-        for index in indices
-    ]
-    return torch.cat(children)
+    return problem.mutate(parent, count, step_generator(key, generation), context, only)
 
 
 class Rebuilder:

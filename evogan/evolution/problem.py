@@ -34,9 +34,15 @@ class Problem(ABC):
 
     @abstractmethod
     def mutate(
-        self, parent: Tensor, count: int, generator: torch.Generator, context: GenerationContext
+        self,
+        parent: Tensor,
+        count: int,
+        generator: torch.Generator,
+        context: GenerationContext,
+        only: int | None = None,
     ) -> Tensor:
-        """``count`` children of ``parent`` (size,), shape (count, size)."""
+        """``count`` children of ``parent`` (size,), shape (count, size); with ``only``, just
+        that child of the same draw, shape (1, size) (lineage replays rebuild one child)."""
 
     @abstractmethod
     def evaluate(self, genomes: Tensor, batch: Any) -> Tensor:

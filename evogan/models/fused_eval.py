@@ -4,90 +4,25 @@ The im2col + matmul path of :func:`evogan.models.regressor.batched_predict` writ
 convolution output to memory and reads it back three times (ReLU, tail, sum); on a CPU that
 costs half the FLOP rate. ``_fused_eval.c`` keeps each block of convolution outputs in vector
 registers from the first tap to the folded pooling + linear weight, and skips the positions
-that floor-mode pooling drops. It is compiled with the system C compiler (``$CC`` or ``cc``)
-for the CPU it runs on, into the cache directory under a name keyed by source, flags, compiler
-and CPU, so nodes of another CPU type sharing a home directory build their own copy.
+that floor-mode pooling drops. It is built by :mod:`evogan.native` on first use.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import platform
-import shlex
-import shutil
-import subprocess
-import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from evogan.settings import cache_dir, native_kernels
+from evogan import native
 
 SOURCE = Path(__file__).with_name("_fused_eval.c")
-FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC", "-pthread")
 LANES = 8  # rows per vector register (must match LANES in the C source)
 POSITION_BLOCK = 12  # position counts are padded to a multiple of this (ditto)
 MAX_THREADS = 256  # ditto
-
-
-def _compiler() -> list[str] | None:
-    command = shlex.split(os.environ.get("CC", "cc"))
-    if not command or shutil.which(command[0]) is None:
-        return None
-    return [shutil.which(command[0]), *command[1:]]
-
-
-def _cpu_identity() -> str:
-    """Model name and feature flags: what ``-march=native`` compiles for."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return f"{platform.machine()} {platform.processor()}"
-    keys = ("model name", "flags", "Features", "CPU part")
-    wanted = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        if key.strip() in keys:
-            wanted.setdefault(key.strip(), value.strip())
-    return f"{platform.machine()} {sorted(wanted.items())}"
-
-
-def _library_path(compiler: list[str]) -> Path:
-    version = subprocess.run(
-        [*compiler, "--version"], capture_output=True, text=True, check=False
-    ).stdout
-    digest = hashlib.sha256()
-    digest.update(SOURCE.read_bytes())
-    for part in (" ".join(FLAGS), " ".join(compiler), version, _cpu_identity()):
-        digest.update(b"\0" + part.encode())
-    return cache_dir() / "kernels" / f"fused_eval-{digest.hexdigest()[:16]}.so"
-
-
-def _build(compiler: list[str], target: Path) -> None:
-    """Compile to a temporary name beside ``target``, then rename: concurrent ranks are safe."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=target.stem, suffix=".tmp")
-    os.close(handle)
-    try:
-        result = subprocess.run(
-            [*compiler, *FLAGS, str(SOURCE), "-o", temporary],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            first = (result.stderr.strip().splitlines() or ["no message"])[0]
-            raise OSError(f"{' '.join(compiler)} failed: {first}")
-        os.replace(temporary, target)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 @functools.cache
@@ -96,31 +31,12 @@ def kernel() -> ctypes.CDLL | None:
 
     Built at most once per process; a failure is one warning naming the cause and the fix.
     """
-    if not native_kernels():
-        return None
-    compiler = _compiler()
-    if compiler is None:
-        warnings.warn(
-            f"no C compiler found (CC={os.environ.get('CC', 'cc')!r}), so the regressor's "
-            "batched evaluation uses the slower torch path; install gcc or clang, or set "
-            "EVOGAN_NATIVE=0 to silence this",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    try:
-        path = _library_path(compiler)
-        if not path.exists():
-            _build(compiler, path)
-        library = ctypes.CDLL(str(path))
-    except OSError as error:
-        warnings.warn(
-            f"cannot build the fused evaluation kernel ({error}), so the regressor's batched "
-            "evaluation uses the slower torch path; check the C compiler and that "
-            "EVOGAN_CACHE_DIR is writable, or set EVOGAN_NATIVE=0 to silence this",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    library = native.load(
+        SOURCE,
+        "the fused evaluation kernel",
+        "the regressor's batched evaluation uses the slower torch path",
+    )
+    if library is None:
         return None
     function = library.evogan_fused_eval
     function.restype = ctypes.c_int

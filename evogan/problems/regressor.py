@@ -124,11 +124,17 @@ class RegressorProblem(DifferentiableProblem):
         return genomes
 
     def mutate(
-        self, parent: Tensor, count: int, generator: torch.Generator, context: GenerationContext
+        self,
+        parent: Tensor,
+        count: int,
+        generator: torch.Generator,
+        context: GenerationContext,
+        only: int | None = None,
     ) -> Tensor:
         if self.mutation == "replace":
-            return replace_mutation(parent, count, context.rate, self.replace_sigma, generator)
-        return point_mutation(parent, count, context.rate, context.power, generator)
+            sigma = self.replace_sigma
+            return replace_mutation(parent, count, context.rate, sigma, generator, only)
+        return point_mutation(parent, count, context.rate, context.power, generator, only)
 
     def evaluate(self, genomes: Tensor, batch: Batch) -> Tensor:
         x, y = batch

@@ -1,0 +1,68 @@
+/* Point mutation with counter-based random numbers: the C twin of the numpy code in
+ * evogan/evolution/operators.py, which it must match bit for bit (lineages are replayed on
+ * whichever path a node has). Random bits are splitmix64 of (seed, counter); a child's
+ * mutated positions are those whose key is among the `chosen` smallest, taken in ascending
+ * order, and the t-th of them gets power * (2u - 1) with u from 52 random bits, added in
+ * float32. */
+#include <stdint.h>
+#include <string.h>
+
+static inline uint64_t mix(uint64_t seed, uint64_t counter) {
+    uint64_t z = counter * 0x9E3779B97F4A7C15ULL + seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* The k-th smallest (0-based) of values[0..n), by quickselect; values is reordered. */
+static uint64_t kth_smallest(uint64_t *values, int64_t n, int64_t k) {
+    int64_t low = 0, high = n - 1;
+    while (low < high) {
+        uint64_t pivot = values[low + (high - low) / 2];
+        int64_t i = low, j = high;
+        while (i <= j) {
+            while (values[i] < pivot) i++;
+            while (values[j] > pivot) j--;
+            if (i <= j) {
+                uint64_t swap = values[i];
+                values[i++] = values[j];
+                values[j--] = swap;
+            }
+        }
+        if (k <= j) high = j;
+        else if (k >= i) low = i;
+        else return values[k];
+    }
+    return values[k];
+}
+
+/* Children first .. first+children-1 of `parent` into out (children x size); scratch holds
+ * 2 * size words. Returns 0, or 1 for arguments out of range. */
+int evogan_point_mutation(const float *parent, int64_t size, int64_t chosen,
+                          uint64_t position_seed, uint64_t value_seed, int64_t first,
+                          int64_t children, double power, float *out, uint64_t *scratch) {
+    if (size <= 0 || chosen <= 0 || chosen > size || children < 0 || first < 0) return 1;
+    uint64_t *keys = scratch, *work = scratch + size;
+    for (int64_t c = 0; c < children; c++) {
+        int64_t child = first + c;
+        float *row = out + c * size;
+        uint64_t threshold = UINT64_MAX;
+        memcpy(row, parent, (size_t)size * sizeof(float));
+        if (chosen < size) {
+            for (int64_t j = 0; j < size; j++)
+                keys[j] = mix(position_seed, (uint64_t)(child * size + j));
+            memcpy(work, keys, (size_t)size * sizeof(uint64_t));
+            threshold = kth_smallest(work, size, chosen - 1);
+        }
+        int64_t taken = 0;
+        for (int64_t j = 0; j < size && taken < chosen; j++) {
+            if (chosen < size && keys[j] > threshold) continue;
+            uint64_t bits = mix(value_seed, (uint64_t)(child * chosen + taken)) >> 12;
+            double unit = (double)((int64_t)(bits << 1) - ((int64_t)1 << 52)) * 0x1p-52;
+            float change = (float)(unit * power);
+            row[j] = row[j] + change;
+            taken++;
+        }
+    }
+    return 0;
+}
