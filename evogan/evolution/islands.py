@@ -73,11 +73,10 @@ class Migrant:
 
 @dataclass
 class MigrantBytes:
-    """Bytes per migrant both ways, summed over every migrant sent (for the summary)."""
+    """Bytes per migrant as raw weights and as actually sent, summed over every migrant sent
+    (for the summary; the whole-lineage size is the elite's, measured once at the end)."""
 
     count: int = 0
-    lineage: int = 0
-    lineage_count: int = 0
     weights: int = 0
     sent: int = 0
 
@@ -85,7 +84,6 @@ class MigrantBytes:
         return {
             "migrants": self.count,
             "weights": self.weights / self.count if self.count else None,
-            "lineage": self.lineage / self.lineage_count if self.lineage_count else None,
             "sent": self.sent / self.count if self.count else None,
         }
 
@@ -287,8 +285,6 @@ class IslandModel:
         counts.weights += len(weights)
         packed, base = None, None
         if lineage is not None:
-            counts.lineage += len(lineage.to_bytes())
-            counts.lineage_count += 1
             base = _shared_base(lineage, previous)
             packed = lineage.to_bytes() if base is None else lineage.delta_bytes(base[1])
         mode = self.island.send

@@ -115,10 +115,10 @@ def point_mutation(
     library = kernel()
     if library is not None:
         rows = torch.empty(len(children), size)
-        scratch = np.empty(2 * size, dtype=np.uint64)
+        scratch = torch.empty(2 * size, dtype=torch.int64)  # the kernel's uint64 keys
         status = library.evogan_point_mutation(
             source.data_ptr(), size, chosen, positions, values, children.start, len(children),
-            float(power), rows.data_ptr(), scratch.ctypes.data,
+            float(power), rows.data_ptr(), scratch.data_ptr(),
         )  # fmt: skip
         if status != 0:
             raise RuntimeError(f"evogan_point_mutation rejected its arguments (status {status})")

@@ -252,7 +252,7 @@ class IslandRun:
             "island_seconds_share": max(
                 r["island_seconds"] / max(r["train_seconds"], 1e-12) for r in reports
             ),
-            "bytes_per_migrant": _bytes_per_migrant(migrants, best, problem.layout.size),
+            "bytes_per_migrant": _bytes_per_migrant(migrants, reports, problem.layout.size),
             "per_island": [
                 {
                     key: r[key]
@@ -309,21 +309,16 @@ def _finite(value: float | None) -> float:
 
 
 def _bytes_per_migrant(
-    migrants: list[dict[str, Any]], best: dict[str, Any], size: int
+    migrants: list[dict[str, Any]], reports: list[dict[str, Any]], size: int
 ) -> dict[str, Any]:
-    """Mean bytes per migrant sent as weights, as lineage, and as actually sent; with no
-    migration (one island) the best genome's lineage stands in for a migrant."""
+    """Mean bytes per migrant as raw weights and as actually sent (lineage deltas), and the
+    whole lineage of the islands' final elites (what a migrant would cost with no delta)."""
     weights = 4 * size
     count = sum(m["migrants"] for m in migrants)
-    lineage_known = [m for m in migrants if m["lineage"] is not None]
+    whole = [r["elite_lineage_bytes"] for r in reports if r["elite_lineage_bytes"] is not None]
     return {
         "weights": weights,
-        "lineage": (
-            sum(m["lineage"] * m["migrants"] for m in lineage_known)
-            / max(sum(m["migrants"] for m in lineage_known), 1)
-            if lineage_known
-            else best["elite_lineage_bytes"]
-        ),
+        "lineage": sum(whole) / len(whole) if whole else None,
         "sent": sum(m["sent"] * m["migrants"] for m in migrants) / count if count else None,
         "migrants": count,
     }
