@@ -36,6 +36,21 @@ static uint64_t kth_smallest(uint64_t *values, int64_t n, int64_t k) {
     return values[k];
 }
 
+/* The k-th smallest (0-based) of keys[0..n): a histogram of the top 11 bits finds the bucket
+ * that holds it (random keys spread evenly), quickselect settles it among that bucket's few
+ * keys, gathered into work. */
+static uint64_t kth_smallest_key(const uint64_t *keys, int64_t n, int64_t k, uint64_t *work) {
+    uint32_t counts[2048] = {0};
+    for (int64_t j = 0; j < n; j++) counts[keys[j] >> 53]++;
+    int64_t below = 0;
+    uint64_t bucket = 0;
+    while (below + counts[bucket] <= k) below += counts[bucket++];
+    int64_t gathered = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (keys[j] >> 53 == bucket) work[gathered++] = keys[j];
+    return kth_smallest(work, gathered, k - below);
+}
+
 /* Children first .. first+children-1 of `parent` into out (children x size); scratch holds
  * 2 * size words. Returns 0, or 1 for arguments out of range. */
 int evogan_point_mutation(const float *parent, int64_t size, int64_t chosen,
@@ -51,8 +66,7 @@ int evogan_point_mutation(const float *parent, int64_t size, int64_t chosen,
         if (chosen < size) {
             for (int64_t j = 0; j < size; j++)
                 keys[j] = mix(position_seed, (uint64_t)(child * size + j));
-            memcpy(work, keys, (size_t)size * sizeof(uint64_t));
-            threshold = kth_smallest(work, size, chosen - 1);
+            threshold = kth_smallest_key(keys, size, chosen - 1, work);
         }
         int64_t taken = 0;
         for (int64_t j = 0; j < size && taken < chosen; j++) {

@@ -37,43 +37,45 @@ def _untables(tables: dict[str, list[str | None]]) -> dict[int, list[Lineage | N
     return {int(key): [_lineage(x) for x in value] for key, value in tables.items()}
 
 
-def _logbook_columns(island: IslandModel) -> dict[str, np.ndarray]:
-    """The logbook as one array per field: JSON for a row per generation made every checkpoint
-    cost time in proportion to the run's length."""
-    columns = {}
-    for field in island.logbook.header:
-        values = island.logbook.select(field)
-        if all(isinstance(value, int) for value in values):
-            columns[f"logbook_{field}"] = np.asarray(values, dtype=np.int64)
-        else:
-            floats = [np.nan if value is None else float(value) for value in values]
-            columns[f"logbook_{field}"] = np.asarray(floats, dtype=np.float64)
-    return columns
+def _logbook_table(island: IslandModel) -> tuple[np.ndarray, list[str]]:
+    """The logbook as one (fields, generations) float64 array (integers up to 2**53 exact) and
+    the fields that hold integers: JSON with a row per generation made every checkpoint cost
+    time in proportion to the run's length."""
+    fields = list(island.logbook.header)
+    columns = [island.logbook.select(field) for field in fields]
+    integers = [f for f, c in zip(fields, columns, strict=True) if all(type(v) is int for v in c)]
+    table = [[np.nan if value is None else float(value) for value in c] for c in columns]
+    return np.asarray(table, dtype=np.float64).reshape(len(fields), -1), integers
 
 
-def _logbook_rows(arrays: dict[str, np.ndarray], fields: list[str]) -> list[dict[str, Any]]:
-    columns = {field: arrays[f"logbook_{field}"].tolist() for field in fields}
-    rows = [
-        dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)
-    ]
-    for row in rows:  # generations whose every fitness was NaN have no statistics
-        row.update({k: None for k, v in row.items() if isinstance(v, float) and math.isnan(v)})
+def _logbook_rows(table: np.ndarray, fields: list[str], integers: list[str]) -> list[dict]:
+    rows = []
+    for values in table.T.tolist():
+        row = {}
+        for field, value in zip(fields, values, strict=True):
+            if math.isnan(value):  # generations whose every fitness was NaN have no statistics
+                row[field] = None
+            else:
+                row[field] = int(value) if field in integers else value
+        rows.append(row)
     return rows
 
 
 def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """``(arrays, meta)`` of ``island`` after its last finished generation."""
+    states = [getattr(island.streams, name).get_state() for name in _STREAMS]
+    logbook, integers = _logbook_table(island)
+    elite = [] if island.elite is None else [island.elite]
+    members = [member.genome for member in island.hall_of_fame]
+    arrived = [genome for genome, _ in island.immigrants]
+    # few datasets: each costs HDF5 time whatever its size
     arrays: dict[str, np.ndarray] = {
-        f"stream_{name}": getattr(island.streams, name).get_state().numpy() for name in _STREAMS
+        "streams": torch.stack([*states, island.epoch_data_state]).numpy(),
+        "logbook": logbook,
+        "genomes": np.stack([g.numpy() for g in (*elite, *members, *arrived)])
+        if elite or members or arrived
+        else np.zeros((0, 0), dtype=np.float32),
     }
-    arrays["stream_data_epoch"] = island.epoch_data_state.numpy()
-    arrays.update(_logbook_columns(island))
-    if island.elite is not None:
-        arrays["elite"] = island.elite.numpy()
-    for index, member in enumerate(island.hall_of_fame):
-        arrays[f"hall_of_fame_{index}"] = member.genome.numpy()
-    for index, (genome, _) in enumerate(island.immigrants):
-        arrays[f"immigrant_{index}"] = genome.numpy()
     meta: dict[str, Any] = {
         "island": island.island.index,
         "islands": island.island.count,
@@ -87,6 +89,8 @@ def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, 
         "eval_seconds": island.eval_seconds,
         "hall_of_fame_fitness": [m.fitness.values[0] for m in island.hall_of_fame],
         "logbook_fields": list(island.logbook.header),
+        "logbook_integers": integers,
+        "genome_rows": {"elite": len(elite), "hall_of_fame": len(members)},
         "epoch_records": island.epoch_records,
         "immigrant_lineages": [_lineage_hex(lineage) for _, lineage in island.immigrants],
         "immigrants_used": island.immigrants_used,
@@ -116,30 +120,33 @@ def restore_island(
     island: IslandModel, arrays: dict[str, np.ndarray], meta: dict[str, Any]
 ) -> None:
     """Put ``island`` (freshly built with the same config) into the checkpointed state."""
-    for name in _STREAMS:
-        getattr(island.streams, name).set_state(torch.from_numpy(arrays[f"stream_{name}"]))
-    island.epoch_data_state = torch.from_numpy(arrays["stream_data_epoch"])
+    streams = torch.from_numpy(arrays["streams"])
+    for index, name in enumerate(_STREAMS):
+        getattr(island.streams, name).set_state(streams[index].clone())
+    island.epoch_data_state = streams[len(_STREAMS)].clone()
+    genomes = iter(torch.from_numpy(arrays["genomes"]))
+    rows = meta["genome_rows"]
     island.start_epoch = int(meta["epoch"])
     island.start_batch = int(meta["batch_in_epoch"])
     island.batch_in_epoch = island.start_batch
     island.streams.data.set_state(island.epoch_data_state.clone())
     island.generation = int(meta["generation"])
     island.last_checkpoint = island.generation
-    island.elite = torch.from_numpy(arrays["elite"]) if "elite" in arrays else None
+    island.elite = next(genomes).clone() if rows["elite"] else None
     island.elite_fitness = _number(meta["elite_fitness"])
     island.elite_lineage = _lineage(meta["elite_lineage"])
     island.evaluations = int(meta["evaluations"])
     island.train_seconds = float(meta["train_seconds"])
     island.eval_seconds = float(meta["eval_seconds"])
     fitness = [_number(value) for value in meta["hall_of_fame_fitness"]]
-    hof = [torch.from_numpy(arrays[f"hall_of_fame_{i}"]) for i in range(len(fitness))]
+    hof = [next(genomes).clone() for _ in range(rows["hall_of_fame"])]
     island.restore_hall_of_fame(hof, fitness)
-    for entry in _logbook_rows(arrays, meta["logbook_fields"]):
+    table = arrays["logbook"]
+    for entry in _logbook_rows(table, meta["logbook_fields"], meta["logbook_integers"]):
         island.logbook.record(**entry)
     island.epoch_records = list(meta["epoch_records"])
     island.immigrants = [
-        (torch.from_numpy(arrays[f"immigrant_{i}"]), _lineage(text))
-        for i, text in enumerate(meta["immigrant_lineages"])
+        (next(genomes).clone(), _lineage(text)) for text in meta["immigrant_lineages"]
     ]
     island.immigrants_used = int(meta["immigrants_used"])
     island.immigrant_wins = int(meta["immigrant_wins"])
