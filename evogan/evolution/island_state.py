@@ -96,6 +96,7 @@ def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, 
         "immigrants_used": island.immigrants_used,
         "immigrant_wins": island.immigrant_wins,
         "island_seconds": island.island_seconds,
+        "loop_seconds": island.loop_seconds,
         "migrant_bytes": vars(island.migrant_bytes),
         "migration": None if island.migration is None else island.migration.state(),
         "sent_lineages": _tables(island._sent),
@@ -151,6 +152,7 @@ def restore_island(
     island.immigrants_used = int(meta["immigrants_used"])
     island.immigrant_wins = int(meta["immigrant_wins"])
     island.island_seconds = float(meta["island_seconds"])
+    island.loop_seconds = float(meta["loop_seconds"])
     island.migrant_bytes = MigrantBytes(**meta["migrant_bytes"])
     if island.migration is not None and meta["migration"] is not None:
         island.migration.restore(meta["migration"])

@@ -203,6 +203,7 @@ class IslandRun:
             "train_seconds": result.train_seconds,
             "eval_seconds": result.eval_seconds,
             "wall_seconds": result.wall_seconds,
+            "loop_seconds": result.loop_seconds,
             "epochs": result.epochs,
             "migration": counts,
             "migrant_bytes": strategy.migrant_bytes.summary(),
@@ -232,6 +233,8 @@ class IslandRun:
             "eval_seconds": max(r["eval_seconds"] for r in reports),
             "eval_share": sum(r["eval_seconds"] for r in reports)
             / max(sum(r["train_seconds"] for r in reports), 1e-12),
+            "eval_share_of_loop": sum(r["eval_seconds"] for r in reports)
+            / max(sum(r["loop_seconds"] for r in reports), 1e-12),
             "train_events": len(problem.train),
             "test_events": len(test),
             "final_elite_fitness": best["elite_fitness"],

@@ -23,8 +23,12 @@ def _clean(value: Any) -> Any:
 
 
 def to_json(obj: Any, indent: int | None = None) -> str:
-    """``json.dumps`` with NaN/inf written as null (strict JSON)."""
-    return json.dumps(_clean(obj), indent=indent, allow_nan=False)
+    """``json.dumps`` with NaN/inf written as null (strict JSON); objects without them (nearly
+    all) skip the cleaning walk."""
+    try:
+        return json.dumps(obj, indent=indent, allow_nan=False)
+    except ValueError:
+        return json.dumps(_clean(obj), indent=indent, allow_nan=False)
 
 
 class MetricsWriter:
