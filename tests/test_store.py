@@ -88,3 +88,22 @@ def test_run_dirs_are_named_by_method_and_never_reused(tmp_path) -> None:
         RunDir.create("ga", path=named.path)
     with pytest.raises(EvoganError, match="not an evogan run directory"):
         RunDir.open(first.path)
+
+
+def test_checkpoints_round_trip_and_name_a_format_from_another_version(tmp_path) -> None:
+    import numpy as np
+
+    from evogan.store.checkpoint import FORMAT, read_checkpoint, write_checkpoint
+
+    arrays = {"genomes": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    path = write_checkpoint(tmp_path / "gen-00000010.h5", arrays, {"generation": 10})
+    back, meta = read_checkpoint(path)
+    assert np.array_equal(back["genomes"], arrays["genomes"]) and meta == {"generation": 10}
+    with h5py.File(path, "r+") as handle:
+        handle.attrs["format"] = "evogan-checkpoint-1"
+    with pytest.raises(DataError, match=r"another evogan version .*start a new run"):
+        read_checkpoint(path)
+    with h5py.File(path, "r+") as handle:
+        handle.attrs["format"] = "something else"
+    with pytest.raises(DataError, match=rf"not an evogan checkpoint \(format {FORMAT}"):
+        read_checkpoint(path)

@@ -24,7 +24,7 @@ from evogan.errors import DataError
 from evogan.store.atomic import atomic_path
 from evogan.store.metrics import to_json
 
-FORMAT = "evogan-checkpoint-1"
+FORMAT = "evogan-checkpoint-2"  # 2: lineages as step deltas, arrays packed in three datasets
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^gen-(\d+)\.h5$")
 
@@ -65,7 +65,14 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, 
     path = Path(path)
     try:
         with h5py.File(path, "r") as handle:
-            if handle.attrs.get("format") != FORMAT:
+            found = handle.attrs.get("format")
+            ours = isinstance(found, str) and found.startswith("evogan-checkpoint-")
+            if ours and found != FORMAT:
+                raise DataError(
+                    f"{path} was written by another evogan version (format {found}, this one "
+                    f"reads {FORMAT}); resume with that version or start a new run"
+                )
+            if found != FORMAT:
                 raise DataError(f"{path} is not an evogan checkpoint (format {FORMAT} expected)")
             meta = json.loads(handle.attrs["meta"])
             arrays = {name: np.array(data) for name, data in handle["arrays"].items()}
