@@ -94,7 +94,8 @@ def main() -> None:
             (
                 f"migration + checkpoint share of generation time, {ranks} ranks, "
                 f"{summary['generations']} generations",
-                f"{100 * summary['island_seconds_share']:.2f}%",
+                f"{100 * summary['island_seconds_share']:.2f}% of wall time, "
+                f"{100 * summary['island_cpu_seconds_share']:.2f}% of CPU time",
                 "<= 1%",
             )
         )

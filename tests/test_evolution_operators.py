@@ -101,3 +101,20 @@ def test_streams_depend_on_every_key_and_only_on_them() -> None:
     a = torch.rand(5, generator=torch_generator(3, "island", 1, "mutation"))
     b = torch.rand(5, generator=torch_generator(3, "island", 1, "mutation"))
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_point_replay_equals_one_child_per_step(native, monkeypatch) -> None:
+    if not native:
+        monkeypatch.setattr(operators, "kernel", lambda: None)
+    elif operators.kernel() is None:
+        pytest.skip("no C compiler: only the numpy path exists here")
+    draws = [(5, 1.0, 0.2), (3, 0.1, 0.5), (6, 0.01, 0.1), (1, 0.3, 0.05)]
+    parent = torch.randn(401)
+    expected = parent
+    for step, (only, rate, power) in enumerate(draws):
+        expected = point_mutation(expected, 8, rate, power, _generator(step), only)[0]
+    steps = [
+        (_generator(step), 8, only, rate, power) for step, (only, rate, power) in enumerate(draws)
+    ]
+    assert torch.equal(operators.point_replay(parent, steps), expected)

@@ -116,3 +116,14 @@ def test_a_diverged_line_travels_as_a_delta_from_the_shared_prefix() -> None:
     assert migrant.base == (0, 2) and migrant.size < len(sibling.to_bytes())
     rebuilt, lineage = receiver.decode_migrants([migrant], source=0)[0]
     assert lineage == sibling and torch.equal(rebuilt, genome)
+
+
+def test_rebuilder_stays_exact_when_its_cache_evicts() -> None:
+    problem = _problem()
+    strategy = _evolved(problem, epochs=4)
+    full = strategy.elite_lineage
+    small = Rebuilder(problem, cache_bytes=2 * 4 * problem.layout.size, stride=2)  # two genomes
+    for cut in (len(full), 3, len(full) - 1, 1, len(full)):
+        prefix = Lineage(*full.root, full.mutations[:cut])
+        assert torch.equal(small(prefix), rebuild(problem, prefix))
+    assert len(small._cache) <= 2

@@ -51,32 +51,51 @@ static uint64_t kth_smallest_key(const uint64_t *keys, int64_t n, int64_t k, uin
     return kth_smallest(work, gathered, k - below);
 }
 
+/* Adds child `child`'s mutation to row (which holds the parent) in place. */
+static void mutate_row(float *row, int64_t size, int64_t chosen, uint64_t position_seed,
+                       uint64_t value_seed, int64_t child, double power, uint64_t *scratch) {
+    uint64_t *keys = scratch, *work = scratch + size;
+    uint64_t threshold = UINT64_MAX;
+    if (chosen < size) {
+        for (int64_t j = 0; j < size; j++)
+            keys[j] = mix(position_seed, (uint64_t)(child * size + j));
+        threshold = kth_smallest_key(keys, size, chosen - 1, work);
+    }
+    int64_t taken = 0;
+    for (int64_t j = 0; j < size && taken < chosen; j++) {
+        if (chosen < size && keys[j] > threshold) continue;
+        uint64_t bits = mix(value_seed, (uint64_t)(child * chosen + taken)) >> 12;
+        double unit = (double)((int64_t)(bits << 1) - ((int64_t)1 << 52)) * 0x1p-52;
+        float change = (float)(unit * power);
+        row[j] = row[j] + change;
+        taken++;
+    }
+}
+
 /* Children first .. first+children-1 of `parent` into out (children x size); scratch holds
  * 2 * size words. Returns 0, or 1 for arguments out of range. */
 int evogan_point_mutation(const float *parent, int64_t size, int64_t chosen,
                           uint64_t position_seed, uint64_t value_seed, int64_t first,
                           int64_t children, double power, float *out, uint64_t *scratch) {
     if (size <= 0 || chosen <= 0 || chosen > size || children < 0 || first < 0) return 1;
-    uint64_t *keys = scratch, *work = scratch + size;
     for (int64_t c = 0; c < children; c++) {
-        int64_t child = first + c;
-        float *row = out + c * size;
-        uint64_t threshold = UINT64_MAX;
-        memcpy(row, parent, (size_t)size * sizeof(float));
-        if (chosen < size) {
-            for (int64_t j = 0; j < size; j++)
-                keys[j] = mix(position_seed, (uint64_t)(child * size + j));
-            threshold = kth_smallest_key(keys, size, chosen - 1, work);
-        }
-        int64_t taken = 0;
-        for (int64_t j = 0; j < size && taken < chosen; j++) {
-            if (chosen < size && keys[j] > threshold) continue;
-            uint64_t bits = mix(value_seed, (uint64_t)(child * chosen + taken)) >> 12;
-            double unit = (double)((int64_t)(bits << 1) - ((int64_t)1 << 52)) * 0x1p-52;
-            float change = (float)(unit * power);
-            row[j] = row[j] + change;
-            taken++;
-        }
+        memcpy(out + c * size, parent, (size_t)size * sizeof(float));
+        mutate_row(out + c * size, size, chosen, position_seed, value_seed, first + c, power,
+                   scratch);
+    }
+    return 0;
+}
+
+/* A lineage replay: step s turns genome (in place) into its child `child[s]`, as
+ * evogan_point_mutation would make it. Returns 0, or 1 for arguments out of range. */
+int evogan_point_replay(float *genome, int64_t size, int64_t steps, const int64_t *chosen,
+                        const uint64_t *position_seeds, const uint64_t *value_seeds,
+                        const int64_t *child, const double *power, uint64_t *scratch) {
+    if (size <= 0 || steps < 0) return 1;
+    for (int64_t s = 0; s < steps; s++) {
+        if (chosen[s] <= 0 || chosen[s] > size || child[s] < 0) return 1;
+        mutate_row(genome, size, chosen[s], position_seeds[s], value_seeds[s], child[s],
+                   power[s], scratch);
     }
     return 0;
 }

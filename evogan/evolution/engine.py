@@ -143,6 +143,7 @@ class Evolution(ABC):
         self.train_seconds = 0.0
         self.eval_seconds = 0.0
         self.loop_seconds = 0.0
+        self.train_cpu_seconds = 0.0  # this process's CPU time in the steps (shared cores)
         self.logbook = tools.Logbook()
         self.logbook.header = ["generation", "epoch", "nevals", "best", "mean", "std", "worst"]
         self.stats = _statistics()
@@ -194,7 +195,7 @@ class Evolution(ABC):
 
     def step(self, batch: Any, epoch: int) -> dict[str, Any]:
         """One generation on one batch: propose, evaluate all candidates in one call, select."""
-        start = self.clock()
+        start, cpu_start = self.clock(), time.process_time()
         context = GenerationContext(epoch, self.generation, self.rate(epoch), self.power(epoch))
         candidates = self.propose(context)
         eval_start = self.clock()
@@ -208,6 +209,7 @@ class Evolution(ABC):
         self.select(candidates, fitness, context)
         self.refine(batch, context)
         step_seconds = self.clock() - start
+        self.train_cpu_seconds += time.process_time() - cpu_start
         self.evaluations += candidates.shape[0]
         self.train_seconds += step_seconds
         self.eval_seconds += eval_seconds

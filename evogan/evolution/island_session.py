@@ -10,7 +10,7 @@ the collective that would otherwise wait for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,12 @@ from evogan.errors import EvoganError
 from evogan.evolution.island_state import island_state, restore_island
 from evogan.evolution.islands import IslandModel, IslandSettings
 from evogan.evolution.migration import Migration, make_topology
-from evogan.evolution.problem import DifferentiableProblem, GenerationContext, Problem
+from evogan.evolution.problem import (
+    DifferentiableProblem,
+    GenerationContext,
+    MutationStep,
+    Problem,
+)
 from evogan.evolution.seeding import numpy_generator
 from evogan.store import checkpoint as ckpt
 
@@ -52,6 +57,9 @@ class SharedEvaluation(DifferentiableProblem):
         only: int | None = None,
     ) -> Tensor:
         return self.inner.mutate(parent, count, generator, context, only)
+
+    def replay(self, genome: Tensor, steps: Sequence[MutationStep]) -> Tensor:
+        return self.inner.replay(genome, steps)
 
     def evaluate(self, genomes: Tensor, batch: Any) -> Tensor:
         bounds = np.linspace(0, genomes.shape[0], self.comm.size + 1).round().astype(int)

@@ -96,6 +96,8 @@ def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, 
         "immigrants_used": island.immigrants_used,
         "immigrant_wins": island.immigrant_wins,
         "island_seconds": island.island_seconds,
+        "island_cpu_seconds": island.island_cpu_seconds,
+        "train_cpu_seconds": island.train_cpu_seconds,
         "loop_seconds": island.loop_seconds,
         "migrant_bytes": vars(island.migrant_bytes),
         "migration": None if island.migration is None else island.migration.state(),
@@ -152,6 +154,8 @@ def restore_island(
     island.immigrants_used = int(meta["immigrants_used"])
     island.immigrant_wins = int(meta["immigrant_wins"])
     island.island_seconds = float(meta["island_seconds"])
+    island.island_cpu_seconds = float(meta["island_cpu_seconds"])
+    island.train_cpu_seconds = float(meta["train_cpu_seconds"])
     island.loop_seconds = float(meta["loop_seconds"])
     island.migrant_bytes = MigrantBytes(**meta["migrant_bytes"])
     if island.migration is not None and meta["migration"] is not None:

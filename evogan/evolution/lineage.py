@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -272,26 +272,27 @@ def mutate_step(
     count: int,
     rate: float,
     power: float,
-    only: int | None = None,
 ) -> Tensor:
-    """The ``count`` children of one mutation step, or just child ``only``: the live run and
-    the replay share it."""
+    """The ``count`` children of one mutation step (a replay redraws one of them through
+    :meth:`Problem.replay` from the same generator)."""
     context = GenerationContext(0, 0, rate, power)
-    return problem.mutate(parent, count, step_generator(key, generation), context, only)
+    return problem.mutate(parent, count, step_generator(key, generation), context)
 
 
 class Rebuilder:
     """Replays lineages through ``problem``, keeping recent results and every ``stride``-th
     intermediate genome (within ``cache_bytes``): a lineage that extends or branches off one
     already rebuilt (the next migrant of a neighbour) replays only from the nearest kept
-    ancestor. Kept genomes are indexed by (initial draw, length, last step), so a lookup walks
-    back from the end of the lineage with O(1) probes and no pass over its whole history."""
+    ancestor. Kept genomes are indexed by (initial draw, length, last step), and the lengths
+    kept per initial draw are listed, so a lookup probes only lengths that exist, longest
+    first, with no pass over the lineage's whole history."""
 
     def __init__(self, problem: Problem, cache_bytes: int = 32 * 2**20, stride: int = 8) -> None:
         self.problem = problem
         self.cache_bytes = cache_bytes
         self.stride = stride
         self._cache: OrderedDict[tuple, tuple[Lineage, Tensor]] = OrderedDict()
+        self._lengths: dict[tuple[int, int, int], Counter[int]] = {}
         self._cached_bytes = 0
         self.replayed = 0
 
@@ -300,19 +301,24 @@ class Rebuilder:
         if genome is None:
             initial = self.problem.initial_genomes(lineage.init_count, seeded(lineage.init_seed))
             genome = initial[lineage.init_index].clone()
-        for done, step in enumerate(lineage.mutations[start:], start + 1):
-            key, generation, count, index, rate, power = step
-            genome = mutate_step(
-                self.problem, genome, key, generation, count, rate, power, only=index
-            )[0]
-            self.replayed += 1
+        done = start
+        while done < len(lineage):  # a run of steps per call, up to the next kept genome
+            stop = min(len(lineage), (done // self.stride + 1) * self.stride)
+            steps = [
+                (step_generator(key, generation), count, index, GenerationContext(0, 0, r, p))
+                for key, generation, count, index, r, p in lineage.mutations[done:stop]
+            ]
+            genome = self.problem.replay(genome, steps)
+            self.replayed += stop - done
+            done = stop
             if done % self.stride == 0 and done < len(lineage):
                 self._remember(Lineage(*lineage.root, lineage.mutations[:done]), genome)
         self._remember(lineage, genome)
         return genome
 
     def _longest_prefix(self, lineage: Lineage) -> tuple[int, Tensor | None]:
-        for length in range(len(lineage), -1, -1):
+        known = self._lengths.get(lineage.root, {})
+        for length in sorted((n for n in known if n <= len(lineage)), reverse=True):
             key = _key(lineage, length)
             entry = self._cache.get(key)
             if entry is not None and lineage.extends(entry[0]):
@@ -330,9 +336,13 @@ class Rebuilder:
             self._cache.move_to_end(key)
             return
         self._cache[key] = (lineage, genome)
+        self._lengths.setdefault(lineage.root, Counter())[len(lineage)] += 1
         self._cached_bytes += genome.numel() * genome.element_size()
         while self._cache and self._cached_bytes > self.cache_bytes:
-            _, (_, dropped) = self._cache.popitem(last=False)
+            (root, length, _), (_, dropped) = self._cache.popitem(last=False)
+            self._lengths[root][length] -= 1
+            if not self._lengths[root][length]:
+                del self._lengths[root][length]
             self._cached_bytes -= dropped.numel() * dropped.element_size()
 
 

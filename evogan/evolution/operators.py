@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ from torch import Tensor
 from evogan import native
 
 SOURCE = Path(__file__).with_name("_mutation.c")
+ReplayStep = tuple[torch.Generator, int, int, float, float]
+"""``(generator, children drawn, the child kept, rate, power)`` of one mutation step."""
 _WORD = 2**64 - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _UNIT = 2.0**-52
@@ -94,6 +97,9 @@ def kernel() -> ctypes.CDLL | None:
     pointer, count, word = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
     function.argtypes = [pointer, count, count, word, word, count, count, ctypes.c_double]
     function.argtypes += [pointer, pointer]
+    replay = library.evogan_point_replay
+    replay.restype = ctypes.c_int
+    replay.argtypes = [pointer, count, count, pointer, pointer, pointer, pointer, pointer, pointer]
     return library
 
 
@@ -130,6 +136,31 @@ def point_mutation(
         array[mask] += (unit * power).astype(np.float32).reshape(-1)
         rows = torch.from_numpy(array)
     return rows.to(parent.device, parent.dtype)
+
+
+def point_replay(genome: Tensor, steps: Sequence[ReplayStep]) -> Tensor:
+    """``genome`` (size,) after each step in turn, keeping that step's child ``only``: what
+    ``point_mutation(..., only=...)[0]`` step by step gives, in one kernel call."""
+    library = kernel()
+    if library is None:
+        for generator, count, only, rate, power in steps:
+            genome = point_mutation(genome, count, rate, power, generator, only)[0]
+        return genome
+    size = genome.numel()
+    seeds = np.asarray([_seeds(step[0])[:2] for step in steps], dtype=np.uint64).reshape(-1, 2)
+    chosen = np.asarray([mutated_count(size, step[3]) for step in steps], dtype=np.int64)
+    children = np.asarray([_children(step[1], step[2]).start for step in steps], dtype=np.int64)
+    powers = np.asarray([step[4] for step in steps], dtype=np.float64)
+    positions, values = np.ascontiguousarray(seeds[:, 0]), np.ascontiguousarray(seeds[:, 1])
+    out = genome.detach().reshape(-1).to("cpu", torch.float32).clone()
+    scratch = torch.empty(2 * size, dtype=torch.int64)
+    status = library.evogan_point_replay(
+        out.data_ptr(), size, len(steps), chosen.ctypes.data, positions.ctypes.data,
+        values.ctypes.data, children.ctypes.data, powers.ctypes.data, scratch.data_ptr(),
+    )  # fmt: skip
+    if status != 0:
+        raise RuntimeError(f"evogan_point_replay rejected its arguments (status {status})")
+    return out.to(genome.device, genome.dtype)
 
 
 def replace_mutation(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,10 @@ class GenerationContext:
     generation: int
     rate: float
     power: float
+
+
+MutationStep = tuple[torch.Generator, int, int, GenerationContext]
+"""``(generator, children drawn, the child kept, context)``: one step of a lineage replay."""
 
 
 class Problem(ABC):
@@ -43,6 +47,13 @@ class Problem(ABC):
     ) -> Tensor:
         """``count`` children of ``parent`` (size,), shape (count, size); with ``only``, just
         that child of the same draw, shape (1, size) (lineage replays rebuild one child)."""
+
+    def replay(self, genome: Tensor, steps: Sequence[MutationStep]) -> Tensor:
+        """``genome`` after each ``(generator, count, only, context)`` step in turn, keeping
+        child ``only`` (a lineage rebuild); problems may do a run of steps in one go."""
+        for generator, count, only, context in steps:
+            genome = self.mutate(genome, count, generator, context, only)[0]
+        return genome
 
     @abstractmethod
     def evaluate(self, genomes: Tensor, batch: Any) -> Tensor:

@@ -6,7 +6,7 @@ All candidates of a generation are scored in one call of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,8 +16,8 @@ from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
 from evogan.errors import ConfigError
-from evogan.evolution.operators import point_mutation, replace_mutation
-from evogan.evolution.problem import DifferentiableProblem, GenerationContext
+from evogan.evolution.operators import point_mutation, point_replay, replace_mutation
+from evogan.evolution.problem import DifferentiableProblem, GenerationContext, MutationStep
 from evogan.models.regressor import (
     RegressorLayout,
     batched_predict,
@@ -135,6 +135,12 @@ class RegressorProblem(DifferentiableProblem):
             sigma = self.replace_sigma
             return replace_mutation(parent, count, context.rate, sigma, generator, only)
         return point_mutation(parent, count, context.rate, context.power, generator, only)
+
+    def replay(self, genome: Tensor, steps: Sequence[MutationStep]) -> Tensor:
+        if self.mutation == "replace":
+            return super().replay(genome, steps)
+        draws = [(g, count, only, c.rate, c.power) for g, count, only, c in steps]
+        return point_replay(genome, draws)
 
     def evaluate(self, genomes: Tensor, batch: Batch) -> Tensor:
         x, y = batch

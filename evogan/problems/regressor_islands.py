@@ -210,6 +210,8 @@ class IslandRun:
             "immigrants_used": strategy.immigrants_used,
             "immigrant_wins": strategy.immigrant_wins,
             "island_seconds": strategy.island_seconds,
+            "island_cpu_seconds_share": strategy.island_cpu_seconds
+            / max(strategy.train_cpu_seconds, 1e-12),
             "elite_lineage_bytes": None if lineage is None else len(lineage.to_bytes()),
             "elite_lineage_mutations": None if lineage is None else len(lineage),
             "gradient_steps": getattr(strategy, "gradient_steps", None),
@@ -255,6 +257,7 @@ class IslandRun:
             "island_seconds_share": max(
                 r["island_seconds"] / max(r["train_seconds"], 1e-12) for r in reports
             ),
+            "island_cpu_seconds_share": max(r["island_cpu_seconds_share"] for r in reports),
             "bytes_per_migrant": _bytes_per_migrant(migrants, reports, problem.layout.size),
             "per_island": [
                 {
