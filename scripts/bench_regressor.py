@@ -79,7 +79,7 @@ def evaluation_speed(rounds: int) -> dict:
         seconds = _seconds(lambda batch=batch: problem.evaluate(genomes, batch), 3)
         evaluation.append(eval_flops / seconds / 1e9)
     return {
-        "path": evaluation_path(layout, genomes, batches[0][0]),
+        "path": evaluation_path(layout, genomes, problem.train.x),
         "threads": torch.get_num_threads(),
         "candidates": genomes.shape[0],
         "batch": cfg.ga.batch_size,

@@ -178,7 +178,12 @@ def test_kernel_sums_equal_torch_path_sums_per_filter() -> None:
     layout = _layout()
     weights, x = _draw(layout, 9, 5, seed=7)
     views = unflatten(layout, weights)
+    rows = torch.tensor([4, 0, 2, 4])
     with torch.no_grad():
-        fused = _fused_predict(layout, views, x)
+        fused = _fused_predict(layout, views, x, None)
         reference = _torch_predict(layout, views, x, chunk=4)
+        picked = _fused_predict(layout, views, x, rows)  # events read in place by index
     torch.testing.assert_close(fused, reference, rtol=1e-4, atol=1e-5)
+    assert torch.equal(picked, fused[:, rows])
+    with pytest.raises(ValueError, match="event index reaches outside the 5 events"):
+        _fused_predict(layout, views, x, torch.tensor([5]))

@@ -24,6 +24,7 @@ typedef int vi __attribute__((vector_size(LANES * sizeof(int))));
 
 struct job {
     const float *x;
+    const long *index; /* events' rows of x, or NULL for rows 0, 1, ... */
     long event_stride;
     const float *weight; /* [taps][rows] */
     const float *bias;   /* [rows] */
@@ -85,7 +86,7 @@ DEFINE_BLOCK(1, 12)
 static void *run(void *arg) {
     const struct job *j = arg;
     for (long b = j->first; b < j->last; b++) {
-        const float *xb = j->x + b * j->event_stride;
+        const float *xb = j->x + (j->index ? j->index[b] : b) * j->event_stride;
         float *out = j->out + b * j->rows;
         long col = 0;
         for (; col + 3 * LANES <= j->rows; col += 3 * LANES) block_3x4(j, xb, col, out);
@@ -99,9 +100,10 @@ static void *run(void *arg) {
 
 /* Returns 0 on success, -1 on bad arguments (rows or positions not padded, thread count out of
  * range). A thread that cannot be started has its share of events run by the caller. */
-int evogan_fused_eval(const float *x, long events, long event_stride, const float *weight,
-                      const float *bias, const float *tail, const int *pos, long positions,
-                      const int *tap, long taps, long rows, float *out, int threads) {
+int evogan_fused_eval(const float *x, const long *index, long events, long event_stride,
+                      const float *weight, const float *bias, const float *tail, const int *pos,
+                      long positions, const int *tap, long taps, long rows, float *out,
+                      int threads) {
     if (events < 0 || rows % LANES || positions % 12 || threads < 1 || threads > MAX_THREADS)
         return -1;
     if (threads > events) threads = events > 0 ? (int)events : 1;
@@ -109,7 +111,7 @@ int evogan_fused_eval(const float *x, long events, long event_stride, const floa
     pthread_t ids[MAX_THREADS];
     int started[MAX_THREADS] = {0};
     for (int i = 0; i < threads; i++) {
-        jobs[i] = (struct job){x, event_stride, weight, bias, tail, pos, tap, positions, taps,
+        jobs[i] = (struct job){x, index, event_stride, weight, bias, tail, pos, tap, positions, taps,
                                rows, out, events * i / threads, events * (i + 1) / threads};
     }
     for (int i = 1; i < threads; i++) started[i] = pthread_create(&ids[i], NULL, run, &jobs[i]) == 0;

@@ -42,7 +42,7 @@ def kernel() -> ctypes.CDLL | None:
     function.restype = ctypes.c_int
     pointer, count = ctypes.c_void_p, ctypes.c_long
     function.argtypes = [
-        *(pointer, count, count),  # x, events, event stride
+        *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
         *(pointer, pointer, pointer),  # weight [taps][rows], bias [rows], tail [positions][rows]
         *(pointer, count, pointer, count),  # position offsets, positions, tap offsets, taps
         *(count, pointer, ctypes.c_int),  # rows, out [events][rows], threads
@@ -79,9 +79,16 @@ def offsets(
 
 
 def fused_rows(
-    x: Tensor, weight: Tensor, bias: Tensor, tail: Tensor, positions: Tensor, taps: Tensor
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    tail: Tensor,
+    positions: Tensor,
+    taps: Tensor,
+    index: Tensor | None = None,
 ) -> Tensor:
-    """Per-row sums (events, rows) of relu(conv + bias) x tail over the listed positions.
+    """Per-row sums (events, rows) of relu(conv + bias) x tail over the listed positions, for
+    the events ``x[index]`` (read in place, no gathered copy) or all of ``x``.
 
     ``weight`` (taps, rows), ``bias`` (rows,) and ``tail`` (positions, rows) are float32 with
     rows a multiple of LANES (zero rows as padding); ``x`` is (events, C, H, W) float32.
@@ -107,10 +114,16 @@ def fused_rows(
     tensors = (weight, bias, tail, positions, taps)
     weight, bias, tail, positions, taps = (t.contiguous() for t in tensors)
     events = x.shape[0]
+    rows_of_x = None
+    if index is not None:
+        index = index.to(torch.int64).contiguous()
+        if index.numel() and not 0 <= int(index.min()) <= int(index.max()) < x.shape[0]:
+            raise ValueError(f"event index reaches outside the {x.shape[0]} events of x")
+        events, rows_of_x = index.numel(), index.data_ptr()
     out = x.new_empty(events, rows)
     threads = max(1, min(torch.get_num_threads(), MAX_THREADS))
     status = library.evogan_fused_eval(
-        x.data_ptr(), events, stride,
+        x.data_ptr(), rows_of_x, events, stride,
         weight.data_ptr(), bias.data_ptr(), tail.data_ptr(),
         positions.data_ptr(), positions.shape[0], taps.data_ptr(), taps.shape[0],
         rows, out.data_ptr(), threads,

@@ -180,8 +180,15 @@ def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Te
     return F.linear(hidden, views["linear.weight"], views.get("linear.bias")).squeeze(1)
 
 
-def batched_predict(layout: RegressorLayout, genomes: Tensor, x: Tensor, chunk: int = 4) -> Tensor:
-    """Predictions (P, B) of P genomes on x (B, C, H, W) without a loop over genomes.
+def batched_predict(
+    layout: RegressorLayout,
+    genomes: Tensor,
+    x: Tensor,
+    chunk: int = 4,
+    index: Tensor | None = None,
+) -> Tensor:
+    """Predictions (P, B) of P genomes on x (B, C, H, W), or on the B events ``x[index]``,
+    without a loop over genomes.
 
     With average pooling, pooling followed by the linear layer is itself linear, so it folds
     into one weight per (candidate, filter, convolution position). On a CPU with float32 and
@@ -195,10 +202,11 @@ def batched_predict(layout: RegressorLayout, genomes: Tensor, x: Tensor, chunk: 
             f"x must be (B, {', '.join(map(str, layout.input_shape))}), got {tuple(x.shape)}"
         )
     if _fused_applies(layout, genomes, x):
-        per_filter = _fused_predict(layout, views, x)
+        per_filter = _fused_predict(layout, views, x, index)  # reads x[index] in place
     else:
+        x = x if index is None else x.index_select(0, index)
         per_filter = _torch_predict(layout, views, x, chunk)
-    count, events = genomes.shape[0], x.shape[0]
+    count, events = genomes.shape[0], x.shape[0] if index is None else index.numel()
     prediction = per_filter.reshape(count, layout.filters, events).sum(dim=1)
     if "linear.bias" in views:
         prediction += views["linear.bias"].reshape(count, 1)
@@ -220,7 +228,9 @@ def _fused_applies(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> bool:
     )
 
 
-def _fused_predict(layout: RegressorLayout, views: dict[str, Tensor], x: Tensor) -> Tensor:
+def _fused_predict(
+    layout: RegressorLayout, views: dict[str, Tensor], x: Tensor, index: Tensor | None
+) -> Tensor:
     """Per-(candidate, filter) sums (P*filters, B) from the fused kernel; only the positions
     that pooling keeps are computed, and rows are padded to whole vector registers."""
     weight = views["conv.weight"]
@@ -239,7 +249,7 @@ def _fused_predict(layout: RegressorLayout, views: dict[str, Tensor], x: Tensor)
     linear = views["linear.weight"].reshape(rows, pooled_h * pooled_w)
     torch.mul(linear.T, 1 / layout.pool**2, out=per_cell[:-1, :rows])
     tail = per_cell.index_select(0, cells)
-    sums = fused_eval.fused_rows(x, weight_t, bias, tail, positions, taps)
+    sums = fused_eval.fused_rows(x, weight_t, bias, tail, positions, taps, index)
     return sums[:, :rows].T
 
 
