@@ -13,6 +13,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+TIMING = ("seconds", "_per_s", "finished", "eval_share")
+"""Parts of summary/metrics keys that hold wall-clock figures (differ between equal runs)."""
+
+
+def untimed(record: dict) -> dict:
+    """``record`` without wall-clock fields, also inside lists of records (per_island)."""
+    return {
+        k: [untimed(r) for r in v] if isinstance(v, list) and v and isinstance(v[0], dict) else v
+        for k, v in record.items()
+        if not any(t in k for t in TIMING)
+    }
+
+
 def mpi_env() -> dict[str, str]:
     """Environment for mpirun subprocesses (root is allowed: CI runs as root)."""
     env = dict(os.environ)

@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from evogan.store import load_weights, read_metrics
-from tests.conftest import REPO, evogan, mpi_env, mpirun
+from tests.conftest import REPO, evogan, mpi_env, mpirun, untimed
 
 SCRIPT = str(REPO / "tests" / "mpi_scripts" / "islands_run.py")
 TINY = {
@@ -35,7 +35,6 @@ SYNC_LONG = [
     "--set",
     "checkpoint.every=20",
 ]
-TIMING = ("seconds", "_per_s", "finished", "eval_share")
 
 
 @pytest.fixture(scope="module")
@@ -51,27 +50,17 @@ def _summary(run: Path) -> dict:
     return json.loads((run / "summary.json").read_text())
 
 
-def _untimed(records: list) -> list:
-    """Records without wall-clock fields (also inside lists of records such as per_island)."""
-    return [
-        {
-            k: _untimed(v) if isinstance(v, list) and v and isinstance(v[0], dict) else v
-            for k, v in r.items()
-            if not any(t in k for t in TIMING)
-        }
-        for r in records
-    ]
-
-
 def _same_run(a: Path, b: Path, islands: int, differ: tuple[str, ...] = ()) -> None:
     first, _ = load_weights(a / "best_model.h5")
     second, _ = load_weights(b / "best_model.h5")
     assert all(torch.equal(first[k], second[k]) for k in first)
     summaries = [{k: v for k, v in _summary(run).items() if k not in differ} for run in (a, b)]
-    assert _untimed(summaries[:1]) == _untimed(summaries[1:])
+    assert [untimed(s) for s in summaries[:1]] == [untimed(s) for s in summaries[1:]]
     for island in range(islands):
         metrics = f"islands/island-{island:04d}/metrics.jsonl"
-        assert _untimed(read_metrics(a / metrics)) == _untimed(read_metrics(b / metrics))
+        assert [untimed(r) for r in read_metrics(a / metrics)] == [
+            untimed(r) for r in read_metrics(b / metrics)
+        ]
 
 
 @pytest.fixture(scope="module")

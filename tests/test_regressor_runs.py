@@ -15,7 +15,7 @@ from evogan.data.transforms import load_regressor_data
 from evogan.models.regressor import load_regressor
 from evogan.problems.regressor import mape
 from evogan.store import load_weights, read_metrics
-from tests.conftest import evogan
+from tests.conftest import evogan, untimed
 
 TINY = {
     "task": "regressor",
@@ -37,7 +37,6 @@ SUMMARY_KEYS = {
     "seconds_to_mape_5",
     "energy_response",
 }
-TIMING = ("seconds", "_per_s", "finished", "eval_share")
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +55,6 @@ def runs(tmp_path_factory):
         for name, process in done.items():
             assert process.returncode == 0, f"{name}: {process.stderr}"
         yield root, config, done
-
-
-def _untimed(record: dict) -> dict:
-    return {k: v for k, v in record.items() if not any(t in k for t in TIMING)}
 
 
 def test_ga_run_writes_a_complete_run_directory(runs) -> None:
@@ -117,7 +112,7 @@ def test_same_seed_gives_identical_runs(runs) -> None:
     root, _, _ = runs
     first = read_metrics(root / "ga" / "metrics.jsonl")
     second = read_metrics(root / "again" / "metrics.jsonl")
-    assert [_untimed(r) for r in first] == [_untimed(r) for r in second]
+    assert [untimed(r) for r in first] == [untimed(r) for r in second]
     a, _ = load_weights(root / "ga" / "best_model.h5")
     b, _ = load_weights(root / "again" / "best_model.h5")
     assert all(torch.equal(a[k], b[k]) for k in a)

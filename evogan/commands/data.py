@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from evogan.commands.options import require_counts
 from evogan.errors import EvoganError
 
 
@@ -43,8 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 def _synth(args: argparse.Namespace) -> int:
     from evogan.data.synthetic import write_synthetic
 
-    if args.events < 1:
-        raise EvoganError(f"--events must be at least 1, got {args.events}")
+    require_counts(args, "--events")
     low, high = args.energy_range
     if not 0 < low < high:
         raise EvoganError(f"--energy-range must satisfy 0 < LO < HI, got {low:g} {high:g}")

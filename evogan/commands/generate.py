@@ -11,6 +11,7 @@ import argparse
 import math
 from pathlib import Path
 
+from evogan.commands.options import require_counts
 from evogan.errors import EvoganError
 
 # Angles drawn for angle-conditioned generators when none are given: the 60-120 degree
@@ -45,10 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.events < 1:
-        raise EvoganError(f"--events must be at least 1, got {args.events}")
-    if args.batch_size < 1:
-        raise EvoganError(f"--batch-size must be at least 1, got {args.batch_size}")
+    require_counts(args, "--events", "--batch-size")
     low, high = args.energy_range
     if not 0 < low <= high:
         raise EvoganError(f"--energy-range must satisfy 0 < LO <= HI, got {low:g} {high:g}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evogan.commands.options import require_counts
 from evogan.errors import EvoganError
 
 
@@ -27,8 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.top < 1:
-        raise EvoganError(f"--top must be at least 1, got {args.top}")
+    require_counts(args, "--top")
     from evogan.plots.search import CampaignRecord, best_table, plot_convergence, plot_pareto
     from evogan.store import atomic_write
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evogan.commands.options import require_counts
 from evogan.errors import EvoganError
 
 
@@ -38,12 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.events < 1:
-        raise EvoganError(f"--events must be at least 1, got {args.events}")
-    if args.bins < 1:
-        raise EvoganError(f"--bins must be at least 1, got {args.bins}")
-    if args.batch_size < 1:
-        raise EvoganError(f"--batch-size must be at least 1, got {args.batch_size}")
+    require_counts(args, "--events", "--bins", "--batch-size")
     from evogan.data.reader import ShowerDataset, open_files
     from evogan.models.gan_io import find_generator, load_generator
 
