@@ -2,6 +2,7 @@
 
     python scripts/bench_gan.py                       # variable-angle spec, batch 8
     python scripts/bench_gan.py --spec configs/gan3d_fixed25.yaml --batch 16 --json out.json
+    python scripts/bench_gan.py --device cuda --batch 128 --steps 10 --inference-batch 512
 
 FLOPs per training sample are counted from the spec's layer shapes (conv and dense layers,
 2 FLOPs per multiply-accumulate; batch norm, activations and pooling are not counted):
@@ -15,6 +16,10 @@ The FLOP-bound rate is a dense float32 matmul rate measured in the same run (bef
 the training steps, the faster of the two) divided by those FLOPs; ``efficiency`` = measured
 samples/s / FLOP-bound samples/s. Inference is the eval-mode generator at the given batch size
 (anchor: 1 ms/shower on a 28-core Xeon, seed 003).
+
+On a GPU, cuDNN runs float32 convolutions in TF32 by default while a float32 matmul does not,
+so the run measures both matmul rates and bounds against the faster (TF32) one; cuDNN
+autotuning is on, as in the trainer. Timings synchronise the device.
 
 Functions are small and importable, so other sections (``--parallel``: the communication
 share of the data-parallel trainer) can reuse :func:`step_flops`, :func:`matmul_rate` and
@@ -60,16 +65,34 @@ def step_flops(spec: GanSpec) -> dict[str, float]:
     }
 
 
-def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
-    """Dense float32 matmul FLOP/s on this machine and thread count (best of ``repeats``)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_rate(n: int = 2048, repeats: int = 5, device: str | torch.device = "cpu") -> float:
+    """Dense float32 matmul FLOP/s on this device and thread count (best of ``repeats``)."""
+    device = torch.device(device)
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     a @ b
+    _synchronize(device)
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
         a @ b
+        _synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2.0 * n**3 / best
+
+
+def tf32_matmul_rate(n: int, device: torch.device) -> float:
+    """The matmul rate with TF32 allowed, the precision cuDNN gives float32 convolutions."""
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return matmul_rate(n, device=device)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
 
 
 def _batch(spec: GanSpec, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -80,26 +103,36 @@ def _batch(spec: GanSpec, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     return ecal, energy, theta
 
 
-def train_rate(spec: GanSpec, batch: int, steps: int, warmup: int = 1) -> float:
-    """Training samples/s of ``GanStep.train_step`` (best step after ``warmup`` steps)."""
+def train_rate(
+    spec: GanSpec, batch: int, steps: int, warmup: int = 1, device: str | torch.device = "cpu"
+) -> float:
+    """Training samples/s of ``GanStep.train_step`` (best step after ``warmup`` steps), with
+    the batch already on ``device``."""
+    device = torch.device(device)
     generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
-    step = GanStep(spec, generator, discriminator, torch.Generator().manual_seed(1))
-    ecal, energy, theta = _batch(spec, batch)
+    rng = torch.Generator(device).manual_seed(1)  # on the device, as in the trainer
+    step = GanStep(spec, generator, discriminator, rng, device=device)
+    ecal, energy, theta = (t.to(device) for t in _batch(spec, batch))
     for _ in range(warmup):
         step.train_step(ecal, energy, theta)
+    _synchronize(device)
     best = float("inf")
     for _ in range(steps):
         start = time.perf_counter()
         step.train_step(ecal, energy, theta)
+        _synchronize(device)
         best = min(best, time.perf_counter() - start)
     return batch / best
 
 
-def inference_ms(spec: GanSpec, batch: int, repeats: int = 3) -> float:
-    """Milliseconds per generated shower (eval mode, no grad, cells back in GeV)."""
+def inference_ms(
+    spec: GanSpec, batch: int, repeats: int = 3, device: str | torch.device = "cpu"
+) -> float:
+    """Milliseconds per generated shower (eval mode, no grad, cells back in GeV on the host)."""
     generator, _ = build_models(spec, torch.Generator().manual_seed(0))
+    generator.to(device)
     _, energy, theta = _batch(spec, batch)
-    rng = torch.Generator().manual_seed(2)
+    rng = torch.Generator(device).manual_seed(2)
     generate_showers(spec, generator, energy.numpy(), theta.numpy(), rng, batch)
     best = float("inf")
     for _ in range(repeats):
@@ -109,15 +142,25 @@ def inference_ms(spec: GanSpec, batch: int, repeats: int = 3) -> float:
     return 1e3 * best / batch
 
 
-def single_process(spec: GanSpec, batch: int, steps: int, inference_batch: int) -> dict:
+def single_process(
+    spec: GanSpec, batch: int, steps: int, inference_batch: int, device: str = "cpu"
+) -> dict:
     """The single-process section: FLOPs, matmul rate, training rate, efficiency, inference."""
+    on_gpu = torch.device(device).type == "cuda"
+    size = 8192 if on_gpu else 2048
     flops = step_flops(spec)
-    before = matmul_rate()
-    samples = train_rate(spec, batch, steps)
-    rate = max(before, matmul_rate())  # the faster reading: a conservative FLOP bound
+    before = matmul_rate(size, device=device)
+    samples = train_rate(spec, batch, steps, warmup=3 if on_gpu else 1, device=device)
+    rate = max(before, matmul_rate(size, device=device))  # the faster: a conservative bound
+    extra = {}
+    if on_gpu:
+        extra = {"gpu": torch.cuda.get_device_name(device), "matmul_fp32_gflops": rate / 1e9}
+        rate = max(rate, tf32_matmul_rate(size, torch.device(device)))
     bound = rate / flops["train_step"]
     return {
         "spec": spec.name,
+        "device": device,
+        **extra,
         "threads": torch.get_num_threads(),
         "batch": batch,
         "flops_per_sample": flops,
@@ -126,7 +169,7 @@ def single_process(spec: GanSpec, batch: int, steps: int, inference_batch: int) 
         "flop_bound_samples_per_s": bound,
         "efficiency": samples / bound,
         "achieved_gflops": samples * flops["train_step"] / 1e9,
-        "inference_ms_per_shower": inference_ms(spec, inference_batch),
+        "inference_ms_per_shower": inference_ms(spec, inference_batch, device=device),
         "inference_gflops_per_shower": flops["generator_forward"] / 1e9,
     }
 
@@ -138,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=2, help="timed training steps (best kept)")
     parser.add_argument("--inference-batch", type=int, default=32)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     parser.add_argument("--json", type=Path, help="also write the results here")
     return parser
 
@@ -147,9 +191,14 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     spec = load_spec(args.spec)
-    print(f"benchmarking {spec.name} with {torch.get_num_threads()} thread(s)...", flush=True)
-    result = {"single_process": single_process(spec, args.batch, args.steps, args.inference_batch)}
-    single = result["single_process"]
+    if args.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch sees no GPU here; use --device cpu")
+        torch.backends.cudnn.benchmark = True
+    where = args.device if args.device != "cpu" else f"{torch.get_num_threads()} thread(s)"
+    print(f"benchmarking {spec.name} on {where}...", flush=True)
+    single = single_process(spec, args.batch, args.steps, args.inference_batch, args.device)
+    result = {"single_process": single}
     print(
         f"train: {single['train_samples_per_s']:.3f} samples/s at batch {args.batch} "
         f"({single['flops_per_sample']['train_step'] / 1e9:.1f} GFLOP/sample, "

@@ -138,6 +138,7 @@ def _device(config: ParallelConfig, world: MPI.Comm) -> str:
     node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
     local = node.rank
     node.Free()
+    torch.backends.cudnn.benchmark = True  # shapes are fixed for a whole training: autotune once
     return f"cuda:{local % torch.cuda.device_count()}"
 
 
