@@ -32,8 +32,8 @@ class Sphere(DifferentiableProblem):
     def initial_genomes(self, count: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randn(count, self.size, generator=generator) * 3
 
-    def mutate(self, parent, count, generator, context: GenerationContext, only=None):
-        return point_mutation(parent, count, context.rate, context.power, generator, only)
+    def mutate(self, parent, count, seed: int, context: GenerationContext, only=None):
+        return point_mutation(parent, count, context.rate, context.power, seed, only)
 
     def evaluate(self, genomes: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
         fitness = ((genomes - batch) ** 2).sum(dim=1)

@@ -17,16 +17,18 @@ from evogan.evolution import (
     replace_mutation,
     torch_generator,
 )
+from evogan.evolution.operators import splitmix
 
 
-def _generator(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+def _seed(step: int = 0) -> int:
+    """A 64-bit step seed, as islands derive them (splitmix of stream key and generation)."""
+    return splitmix(12345, step)
 
 
 def test_point_mutation_changes_expected_fraction_with_expected_magnitude() -> None:
     size, rate, power, count = 10_000, 0.1, 0.5, 8
     parent = torch.randn(size)
-    children = point_mutation(parent, count, rate, power, _generator())
+    children = point_mutation(parent, count, rate, power, _seed())
     delta = children - parent
     changed = delta != 0
     assert children.shape == (count, size)
@@ -56,12 +58,12 @@ def test_mutation_positions_are_uniform_and_never_zero() -> None:
 @pytest.mark.parametrize("operator", [point_mutation, replace_mutation])
 def test_one_child_alone_equals_its_row_of_the_whole_draw(operator, rate) -> None:
     parent = torch.randn(777)
-    children = operator(parent, 6, rate, 0.3, _generator(4))
+    children = operator(parent, 6, rate, 0.3, _seed(4))
     for child in (0, 5):
-        alone = operator(parent, 6, rate, 0.3, _generator(4), only=child)
+        alone = operator(parent, 6, rate, 0.3, _seed(4), only=child)
         assert torch.equal(alone[0], children[child])
     with pytest.raises(ValueError, match="child 6 does not exist"):
-        operator(parent, 6, rate, 0.3, _generator(4), only=6)
+        operator(parent, 6, rate, 0.3, _seed(4), only=6)
 
 
 @pytest.mark.parametrize("rate", [1.0, 0.05, 0.001])
@@ -69,14 +71,14 @@ def test_point_mutation_kernel_and_numpy_twin_agree_bit_for_bit(rate, monkeypatc
     if operators.kernel() is None:
         pytest.skip("no C compiler: only the numpy path exists here")
     parent = torch.randn(3001)
-    compiled = point_mutation(parent, 9, rate, 0.7, _generator(8))
+    compiled = point_mutation(parent, 9, rate, 0.7, _seed(8))
     monkeypatch.setattr(operators, "kernel", lambda: None)
-    assert torch.equal(point_mutation(parent, 9, rate, 0.7, _generator(8)), compiled)
+    assert torch.equal(point_mutation(parent, 9, rate, 0.7, _seed(8)), compiled)
 
 
 def test_replace_mutation_draws_fresh_normal_weights() -> None:
     parent = torch.full((20_000,), 7.0)
-    children = replace_mutation(parent, 4, 0.25, 0.3, _generator(2))
+    children = replace_mutation(parent, 4, 0.25, 0.3, _seed(2))
     fresh = children[children != 7.0]
     assert fresh.numel() == 4 * 5000
     assert fresh.mean().item() == pytest.approx(0.0, abs=0.01)
@@ -111,10 +113,15 @@ def test_point_replay_equals_one_child_per_step(native, monkeypatch) -> None:
         pytest.skip("no C compiler: only the numpy path exists here")
     draws = [(5, 1.0, 0.2), (3, 0.1, 0.5), (6, 0.01, 0.1), (1, 0.3, 0.05)]
     parent = torch.randn(401)
-    expected = parent
+    expected = [parent]
     for step, (only, rate, power) in enumerate(draws):
-        expected = point_mutation(expected, 8, rate, power, _generator(step), only)[0]
-    steps = [
-        (_generator(step), 8, only, rate, power) for step, (only, rate, power) in enumerate(draws)
-    ]
-    assert torch.equal(operators.point_replay(parent, steps), expected)
+        expected.append(point_mutation(expected[-1], 8, rate, power, _seed(step), only)[0])
+    steps = [(_seed(step), 8, only, rate, power) for step, (only, rate, power) in enumerate(draws)]
+    (final,) = operators.point_replay(parent, steps)
+    assert torch.equal(final, expected[-1])
+    kept = operators.point_replay(parent, steps, keep=[1, 3])  # and the genomes on the way
+    assert all(torch.equal(a, b) for a, b in zip(kept, [*expected[1::2], final], strict=True))
+    with pytest.raises(ValueError, match="child 8 does not exist"):
+        operators.point_replay(parent, [(_seed(), 8, 8, 0.1, 0.1)])
+    with pytest.raises(ValueError, match="ascending step counts"):
+        operators.point_replay(parent, steps, keep=[3, 1])

@@ -122,7 +122,7 @@ def test_rebuilder_stays_exact_when_its_cache_evicts() -> None:
     problem = _problem()
     strategy = _evolved(problem, epochs=4)
     full = strategy.elite_lineage
-    small = Rebuilder(problem, cache_bytes=2 * 4 * problem.layout.size, stride=2)  # two genomes
+    small = Rebuilder(problem, cache_bytes=2 * 4 * problem.layout.size)  # two genomes
     for cut in (len(full), 3, len(full) - 1, 1, len(full)):
         prefix = Lineage(*full.root, full.mutations[:cut])
         assert torch.equal(small(prefix), rebuild(problem, prefix))

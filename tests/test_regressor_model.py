@@ -74,7 +74,7 @@ def test_problem_scores_all_candidates_in_one_call_and_mutates(tmp_path) -> None
         torch.testing.assert_close(
             problem.evaluate(genomes, batch), problem.evaluate(genomes, tuple(batch))
         )
-    children = problem.mutate(genomes[0], 3, generator, GenerationContext(0, 0, 0.01, 0.1))
+    children = problem.mutate(genomes[0], 3, 77, GenerationContext(0, 0, 0.01, 0.1))
     assert ((children != genomes[0]).sum(dim=1) == round(0.01 * layout.size)).all()
 
 

@@ -96,9 +96,12 @@ def test_checkpoints_round_trip_and_name_a_format_from_another_version(tmp_path)
     from evogan.store.checkpoint import FORMAT, read_checkpoint, write_checkpoint
 
     arrays = {"genomes": np.arange(6, dtype=np.float32).reshape(2, 3)}
-    path = write_checkpoint(tmp_path / "gen-00000010.h5", arrays, {"generation": 10})
+    records = '[{"epoch": 0, "test_mape": 0.5}]'  # kept serialized by the caller
+    path = tmp_path / "gen-00000010.h5"
+    write_checkpoint(path, arrays, {"generation": 10}, {"r": records})
     back, meta = read_checkpoint(path)
-    assert np.array_equal(back["genomes"], arrays["genomes"]) and meta == {"generation": 10}
+    assert np.array_equal(back["genomes"], arrays["genomes"])
+    assert meta == {"generation": 10, "r": [{"epoch": 0, "test_mape": 0.5}]}
     with h5py.File(path, "r+") as handle:
         handle.attrs["format"] = "evogan-checkpoint-1"
     with pytest.raises(DataError, match=r"another evogan version .*start a new run"):
@@ -107,3 +110,26 @@ def test_checkpoints_round_trip_and_name_a_format_from_another_version(tmp_path)
         handle.attrs["format"] = "something else"
     with pytest.raises(DataError, match=rf"not an evogan checkpoint \(format {FORMAT}"):
         read_checkpoint(path)
+
+
+def test_growing_checkpoint_parts_convert_only_new_rows_and_match_a_fresh_conversion() -> None:
+    import json
+
+    from deap import tools
+
+    from evogan.evolution.island_state import GrowingParts
+
+    logbook, records = tools.Logbook(), []
+    logbook.header = ["generation", "best"]
+    growing = GrowingParts()
+    for generation in range(7):
+        logbook.record(generation=generation, best=1.0 / (generation + 1))
+        records.append({"epoch": generation, "elite_fitness": float("inf") if generation else 2.0})
+        if generation in (2, 6):
+            table, integers = growing.logbook(logbook)
+            text = growing.epoch_records(records)
+    fresh_table, fresh_integers = GrowingParts().logbook(logbook)
+    assert table.shape == (2, 7) and (table == fresh_table).all()
+    assert integers == fresh_integers == ["generation"]
+    assert text == GrowingParts().epoch_records(records)
+    assert json.loads(text)[1] == {"epoch": 1, "elite_fitness": None}  # strict JSON: inf -> null

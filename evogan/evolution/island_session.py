@@ -24,7 +24,7 @@ from evogan.distributed.comm import Layout, split_layout
 from evogan.distributed.signals import StopAgreement, StopFlag
 from evogan.distributed.tags import Tag
 from evogan.errors import EvoganError
-from evogan.evolution.island_state import island_state, restore_island
+from evogan.evolution.island_state import GrowingParts, island_state, restore_island
 from evogan.evolution.islands import IslandModel, IslandSettings
 from evogan.evolution.migration import Migration, make_topology
 from evogan.evolution.problem import (
@@ -52,14 +52,16 @@ class SharedEvaluation(DifferentiableProblem):
         self,
         parent: Tensor,
         count: int,
-        generator: torch.Generator,
+        seed: int,
         context: GenerationContext,
         only: int | None = None,
     ) -> Tensor:
-        return self.inner.mutate(parent, count, generator, context, only)
+        return self.inner.mutate(parent, count, seed, context, only)
 
-    def replay(self, genome: Tensor, steps: Sequence[MutationStep]) -> Tensor:
-        return self.inner.replay(genome, steps)
+    def replay(
+        self, genome: Tensor, steps: Sequence[MutationStep], keep: Sequence[int] = ()
+    ) -> list[Tensor]:
+        return self.inner.replay(genome, steps, keep)
 
     def evaluate(self, genomes: Tensor, batch: Any) -> Tensor:
         bounds = np.linspace(0, genomes.shape[0], self.comm.size + 1).round().astype(int)
@@ -156,12 +158,12 @@ class IslandSession:
     def _checkpoint_writer(self, run_path: Path) -> Callable[[IslandModel], None]:
         keep = self.checkpoint_cfg.keep
         island = self.island_index
+        growing = GrowingParts()
 
         def write(strategy: IslandModel) -> None:
-            arrays, meta = island_state(strategy)
-            ckpt.write_checkpoint(
-                ckpt.checkpoint_path(run_path, island, strategy.generation), arrays, meta
-            )
+            arrays, meta, parts = island_state(strategy, growing)
+            path = ckpt.checkpoint_path(run_path, island, strategy.generation)
+            ckpt.write_checkpoint(path, arrays, meta, parts)
             ckpt.prune(run_path, island, keep)
 
         return write

@@ -16,6 +16,7 @@ import torch
 
 from evogan.evolution.islands import IslandModel, MigrantBytes
 from evogan.evolution.lineage import Lineage
+from evogan.store.metrics import to_json
 
 _STREAMS = ("init", "mutation", "data")
 
@@ -37,15 +38,42 @@ def _untables(tables: dict[str, list[str | None]]) -> dict[int, list[Lineage | N
     return {int(key): [_lineage(x) for x in value] for key, value in tables.items()}
 
 
-def _logbook_table(island: IslandModel) -> tuple[np.ndarray, list[str]]:
-    """The logbook as one (fields, generations) float64 array (integers up to 2**53 exact) and
-    the fields that hold integers: JSON with a row per generation made every checkpoint cost
-    time in proportion to the run's length."""
-    fields = list(island.logbook.header)
-    columns = [island.logbook.select(field) for field in fields]
-    integers = [f for f, c in zip(fields, columns, strict=True) if all(type(v) is int for v in c)]
-    table = [[np.nan if value is None else float(value) for value in c] for c in columns]
-    return np.asarray(table, dtype=np.float64).reshape(len(fields), -1), integers
+class GrowingParts:
+    """The parts of an island's state that only grow (logbook rows, epoch records), converted
+    for checkpoints a row at a time: converting them whole at every checkpoint cost time in
+    proportion to the run's length (float formatting dominated). The logbook becomes one
+    (fields, generations) float64 array (integers up to 2**53 exact) with the fields that hold
+    only integers; the epoch records a JSON array."""
+
+    def __init__(self) -> None:
+        self.fields: list[str] = []
+        self.table = np.zeros((0, 0))
+        self.integers: list[bool] = []
+        self.records: list[str] = []
+
+    def logbook(self, logbook: Any) -> tuple[np.ndarray, list[str]]:
+        fields = list(logbook.header)
+        done = self.table.shape[1]
+        if fields != self.fields or done > len(logbook):  # another logbook: start over
+            self.fields, self.table = fields, np.zeros((len(fields), 0))
+            self.integers, done = [True] * len(fields), 0
+        rows = logbook[done:]
+        columns = [[entry.get(field) for entry in rows] for field in fields]
+        self.integers = [
+            flag and all(type(value) is int for value in column)
+            for flag, column in zip(self.integers, columns, strict=True)
+        ]
+        block = [[np.nan if value is None else float(value) for value in c] for c in columns]
+        block = np.asarray(block, dtype=np.float64).reshape(len(fields), len(rows))
+        self.table = np.concatenate([self.table, block], axis=1)
+        integers = [f for f, flag in zip(fields, self.integers, strict=True) if flag]
+        return self.table, integers
+
+    def epoch_records(self, records: list[dict[str, Any]]) -> str:
+        if len(records) < len(self.records):
+            self.records = []
+        self.records += [to_json(record) for record in records[len(self.records) :]]
+        return "[" + ",".join(self.records) + "]"
 
 
 def _logbook_rows(table: np.ndarray, fields: list[str], integers: list[str]) -> list[dict]:
@@ -61,10 +89,15 @@ def _logbook_rows(table: np.ndarray, fields: list[str], integers: list[str]) -> 
     return rows
 
 
-def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """``(arrays, meta)`` of ``island`` after its last finished generation."""
+def island_state(
+    island: IslandModel, growing: GrowingParts | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, str]]:
+    """``(arrays, meta, meta parts as JSON text)`` of ``island`` after its last finished
+    generation (:func:`~evogan.store.checkpoint.write_checkpoint` takes all three); pass the
+    same ``growing`` each time to convert only what is new since the last checkpoint."""
+    growing = growing or GrowingParts()
     states = [getattr(island.streams, name).get_state() for name in _STREAMS]
-    logbook, integers = _logbook_table(island)
+    logbook, integers = growing.logbook(island.logbook)
     elite = [] if island.elite is None else [island.elite]
     members = [member.genome for member in island.hall_of_fame]
     arrived = [genome for genome, _ in island.immigrants]
@@ -91,7 +124,6 @@ def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, 
         "logbook_fields": list(island.logbook.header),
         "logbook_integers": integers,
         "genome_rows": {"elite": len(elite), "hall_of_fame": len(members)},
-        "epoch_records": island.epoch_records,
         "immigrant_lineages": [_lineage_hex(lineage) for _, lineage in island.immigrants],
         "immigrants_used": island.immigrants_used,
         "immigrant_wins": island.immigrant_wins,
@@ -101,9 +133,10 @@ def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, 
         "loop_seconds": island.loop_seconds,
         "migrant_bytes": vars(island.migrant_bytes),
         "migration": None if island.migration is None else island.migration.state(),
-        "sent_lineages": _tables(island._sent),
-        "known_lineages": _tables(island._known),
     }
+    if island.migration is not None and island.migration.mode == "sync":  # async: unused
+        meta["sent_lineages"] = _tables(island._sent)
+        meta["known_lineages"] = _tables(island._known)
     optimizer = getattr(island, "_optimizer", None)
     if optimizer is not None:
         saved = optimizer.state_dict()
@@ -111,7 +144,7 @@ def island_state(island: IslandModel) -> tuple[dict[str, np.ndarray], dict[str, 
             arrays[f"optimizer_{name}"] = torch.as_tensor(value).numpy()
         meta["optimizer_groups"] = saved["param_groups"]
         meta["gradient_steps"] = island.gradient_steps
-    return arrays, meta
+    return arrays, meta, {"epoch_records": growing.epoch_records(island.epoch_records)}
 
 
 def _number(value: float | None) -> float:

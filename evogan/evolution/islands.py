@@ -2,9 +2,10 @@
 
 :class:`IslandModel` is a mixin placed before a strategy (``IslandPlusLambda``,
 ``IslandHybrid``): it overrides :meth:`propose`/:meth:`select` to draw every generation from one
-32-bit seed (so each candidate has a :class:`~evogan.evolution.lineage.Lineage`) and to let
-immigrants in, and uses the engine's hooks for migration, stop agreement and checkpoints. The
-loop itself stays in :class:`~evogan.evolution.engine.Evolution`.
+64-bit seed, splitmix64 of the island's stream key and the generation (so each candidate has a
+:class:`~evogan.evolution.lineage.Lineage`), and to let immigrants in, and uses the engine's
+hooks for migration, stop agreement and checkpoints. The loop itself stays in
+:class:`~evogan.evolution.engine.Evolution`.
 
 Immigration policies for a (1+lambda) island: ``compete`` adds the immigrants to the next
 batch's candidates (elite + children + immigrants); ``replace_worst`` gives them the places of
@@ -22,15 +23,9 @@ import torch
 from torch import Tensor
 
 from evogan.evolution.engine import Individual
-from evogan.evolution.lineage import (
-    Lineage,
-    Rebuilder,
-    draw_seed,
-    mutate_step,
-    seeded,
-    varint,
-)
+from evogan.evolution.lineage import Lineage, Rebuilder, mutate_step, seeded, varint
 from evogan.evolution.migration import Migration, best_first
+from evogan.evolution.operators import draw_seed
 from evogan.evolution.problem import GenerationContext
 from evogan.evolution.strategies import Hybrid, PlusLambda
 
@@ -265,12 +260,10 @@ class IslandModel:
         gradient refinement): ``(genome, lineage or None, fitness)``."""
         if self._last is None or self.elite is None:
             return []
-        candidates, fitness = self._last
-        out = []
-        for rank, index in enumerate(best_first(fitness.tolist(), self.island.k)):
-            if rank == 0:
-                out.append((self.elite, self.elite_lineage, self.elite_fitness))
-            else:
+        out = [(self.elite, self.elite_lineage, self.elite_fitness)]  # the best of the last
+        if self.island.k > 1:
+            candidates, fitness = self._last
+            for index in best_first(fitness.tolist(), self.island.k)[1:]:
                 out.append((candidates[index], self._lineages[index], float(fitness[index])))
         for genome, lineage, _ in out:  # a neighbour's reply often extends these: replay less
             if lineage is not None:
@@ -300,21 +293,22 @@ class IslandModel:
         fitness: float,
         previous: list[Lineage | None],
     ) -> Migrant:
-        weights = genome.detach().to("cpu", torch.float32).numpy().tobytes()
+        weight_bytes = genome.numel() * 4  # float32 on the wire
         counts = self.migrant_bytes
         counts.count += 1
-        counts.weights += len(weights)
+        counts.weights += weight_bytes
         packed, base = None, None
         if lineage is not None:
             base = _shared_base(lineage, previous)
             packed = lineage.to_bytes() if base is None else lineage.delta_bytes(base[1])
         mode = self.island.send
         use_lineage = packed is not None and (
-            mode == "lineage" or (mode == "auto" and len(packed) < len(weights))
+            mode == "lineage" or (mode == "auto" and len(packed) < weight_bytes)
         )
         if use_lineage:
             migrant = Migrant(fitness, packed, base=base)
         else:
+            weights = genome.detach().to("cpu", torch.float32).numpy().tobytes()
             migrant = Migrant(fitness, None, weights)
         counts.sent += migrant.size
         return migrant

@@ -1,11 +1,11 @@
 """Seed-compressed weight genomes: a genome is also the recipe that made it.
 
 A lineage is the seed of the initial draw (and which row of it) plus, for every mutation on the
-way, the island's stream key and the generation (which together seed that generation's
-mutation draw), how many children were drawn, which child survived, and the
-rate and power used. Replaying it through the same :class:`Problem` rebuilds the weights bit for
-bit (Uber's "deep GA" encoding); the operators' counter-based draws let a replay make only
-the surviving child.
+way, the island's stream key and the generation (splitmix64 of the two is that step's seed),
+how many children were drawn, which child survived, and the rate and power used. Replaying it
+through the same :class:`Problem` rebuilds the weights bit for bit (Uber's "deep GA"
+encoding); the operators' counter-based draws let a replay make only the surviving child, and
+a run of steps needs no Python per step beyond reading its numbers.
 
 Steps are stored relative to the step before them: the stream key, child count, rate and power
 only where they change, the generation as a small increment and the child index as one byte, so
@@ -18,9 +18,11 @@ lineage (``None``) and travel as weights.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import struct
 import zlib
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -30,11 +32,11 @@ from evogan.errors import DataError
 from evogan.evolution.operators import splitmix
 from evogan.evolution.problem import GenerationContext, Problem
 
-SEED_LIMIT = 2**32
 Step = tuple[int, int, int, int, float, float]
 """``(stream key, generation, children drawn, surviving child, rate, power)``."""
 
 _RAW, _DEFLATED = 0, 1
+_DEFLATE_FROM = 48  # bytes of body
 _RATE_POWER = struct.Struct("<dd")
 
 
@@ -157,6 +159,14 @@ class _Reader:
             if not byte & 0x80:
                 return value
 
+    def varints(self, count: int) -> list[int]:
+        """``count`` varints; a run of one-byte values (the usual case) is read at C speed."""
+        chunk = self.data[self.offset : self.offset + count]
+        if len(chunk) == count and (not chunk or max(chunk) < 0x80):
+            self.offset += count
+            return list(chunk)
+        return [self.varint() for _ in range(count)]
+
     def done(self) -> None:
         if self.offset != len(self.data):
             raise DataError("a lineage record is corrupt (trailing bytes); it is damaged")
@@ -169,28 +179,28 @@ def _setting(step: Step) -> tuple[int, int, float, float]:
 
 def _encode_steps(steps: tuple[Step, ...], prior: Step | None) -> bytes:
     """Step count; the settings as a list of changes (position, key, count, rate, power);
-    generations as signed increments; surviving children as one varint each."""
+    generations as signed increments; surviving children as one varint each. Works on whole
+    columns at C speed (``zip``, ``map``): checkpoints encode lineages of thousands of steps,
+    migration a few steps at a time, where numpy's fixed cost would dominate."""
     out = bytearray(varint(len(steps)))
-    settings = [_setting(step) for step in steps]
-    before = [None if prior is None else _setting(prior), *settings][: len(settings)]
-    changes = [
-        (i, setting)
-        for i, (setting, previous) in enumerate(zip(settings, before, strict=True))
-        if setting != previous
-    ]
+    if not steps:
+        return bytes(out + varint(0))
+    keys, generations, counts, kept, rates, powers = zip(*steps, strict=True)
+    settings = list(zip(keys, counts, rates, powers, strict=True))
+    before = [None if prior is None else _setting(prior), *settings[:-1]]
+    differs = map(operator.ne, settings, before)
+    changes = [(i, settings[i]) for i in itertools.compress(range(len(settings)), differs)]
     out += varint(len(changes))
     last = 0
     for position, (key, count, rate, power) in changes:
         out += varint(position - last) + varint(key) + varint(count)
         out += _RATE_POWER.pack(rate, power)
         last = position
-    previous = 0 if prior is None else prior[1]
-    zigzags = []
-    for step in steps:  # zigzag: an immigrant's line continues at the host's generation
-        change = step[1] - previous
-        zigzags.append(2 * change if change >= 0 else -2 * change - 1)
-        previous = step[1]
-    out += _varints(zigzags) + _varints([step[3] for step in steps])
+    starts = (0 if prior is None else prior[1], *generations[:-1])
+    # zigzag: an immigrant's line continues at the host's generation, which may be lower
+    changes = map(operator.sub, generations, starts)
+    zigzags = [2 * change if change >= 0 else -2 * change - 1 for change in changes]
+    out += _varints(zigzags) + _varints(list(kept))
     return bytes(out)
 
 
@@ -204,35 +214,40 @@ def _varints(values: list[int]) -> bytes:
 
 def _decode_steps(reader: _Reader, prior: Step | None) -> tuple[Step, ...]:
     length = reader.varint()
-    changes, position = {}, 0
+    changes: list[tuple[int, tuple[int, int, float, float]]] = []
+    position = 0
     for _ in range(reader.varint()):
         position += reader.varint()
         key, count = reader.varint(), reader.varint()
-        changes[position] = (key, count, *_RATE_POWER.unpack(reader.take(_RATE_POWER.size)))
-    setting = None if prior is None else _setting(prior)
-    settings = []
-    for index in range(length):
-        setting = changes.get(index, setting)
-        if setting is None:
+        changes.append((position, (key, count, *_RATE_POWER.unpack(reader.take(_RATE_POWER.size)))))
+    if length and (not changes or changes[0][0] != 0):
+        if prior is None:
             raise DataError("a lineage record is corrupt (no settings for its first step)")
-        settings.append(setting)
-    generations, previous = [], 0 if prior is None else prior[1]
-    for _ in range(length):
-        zigzag = reader.varint()
-        previous += zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
-        generations.append(previous)
-    return tuple(
-        (key, generation, count, reader.varint(), rate, power)
-        for (key, count, rate, power), generation in zip(settings, generations, strict=True)
-    )
+        changes.insert(0, (0, _setting(prior)))
+    settings: list[tuple[int, int, float, float]] = []
+    bounds = [position for position, _ in changes] + [length]
+    for (start, setting), stop in zip(changes, bounds[1:], strict=True):
+        settings += [setting] * (stop - start)
+    if len(settings) != length:
+        raise DataError("a lineage record is corrupt (settings out of order); it is damaged")
+    zigzags = reader.varints(length)
+    increments = [z // 2 if z % 2 == 0 else -(z + 1) // 2 for z in zigzags]
+    generations = itertools.accumulate(increments, initial=0 if prior is None else prior[1])
+    next(generations)  # the starting point itself
+    keys, counts, rates, powers = zip(*settings, strict=True) if settings else ((),) * 4
+    kept = reader.varints(length)
+    return tuple(zip(keys, generations, counts, kept, rates, powers, strict=True))
 
 
 def _pack(body: bytes) -> bytes:
-    """A flag byte, then the body raw or deflated, whichever is shorter."""
-    squeezer = zlib.compressobj(9, zlib.DEFLATED, -15)
-    deflated = squeezer.compress(body) + squeezer.flush()
-    if len(deflated) < len(body):
-        return bytes([_DEFLATED]) + deflated
+    """A flag byte, then the body raw or deflated, whichever is shorter (a delta of a few
+    steps never deflates shorter, so it is not tried; the small window and hash table keep the
+    compressor's set-up cheap, and lineages repeat at short range)."""
+    if len(body) >= _DEFLATE_FROM:
+        squeezer = zlib.compressobj(9, zlib.DEFLATED, -12, 5)
+        deflated = squeezer.compress(body) + squeezer.flush()
+        if len(deflated) < len(body):
+            return bytes([_DEFLATED]) + deflated
     return bytes([_RAW]) + body
 
 
@@ -253,17 +268,6 @@ def seeded(seed: int) -> torch.Generator:
     return generator
 
 
-def draw_seed(generator: torch.Generator) -> int:
-    """A 32-bit seed drawn from ``generator`` (an island's stream key, an initial draw)."""
-    return int(torch.randint(SEED_LIMIT, (1,), generator=generator, dtype=torch.int64))
-
-
-def step_generator(key: int, generation: int) -> torch.Generator:
-    """The generator of the mutation step at ``generation`` of stream ``key`` (torch seeds use
-    32 bits)."""
-    return seeded(splitmix(key, generation) >> 32)
-
-
 def mutate_step(
     problem: Problem,
     parent: Tensor,
@@ -273,53 +277,52 @@ def mutate_step(
     rate: float,
     power: float,
 ) -> Tensor:
-    """The ``count`` children of one mutation step (a replay redraws one of them through
-    :meth:`Problem.replay` from the same generator)."""
+    """The ``count`` children of one mutation step (a replay remakes one of them through
+    :meth:`Problem.replay` from the same seed, ``splitmix(key, generation)``)."""
     context = GenerationContext(0, 0, rate, power)
-    return problem.mutate(parent, count, step_generator(key, generation), context)
+    return problem.mutate(parent, count, splitmix(key, generation), context)
 
 
 class Rebuilder:
     """Replays lineages through ``problem``, keeping recent results and every ``stride``-th
     intermediate genome (within ``cache_bytes``): a lineage that extends or branches off one
     already rebuilt (the next migrant of a neighbour) replays only from the nearest kept
-    ancestor. Kept genomes are indexed by (initial draw, length, last step), and the lengths
-    kept per initial draw are listed, so a lookup probes only lengths that exist, longest
-    first, with no pass over the lineage's whole history."""
+    ancestor, in one :meth:`Problem.replay` call that also returns the intermediate genomes
+    to keep. Kept genomes are indexed by (initial draw, length, last step); a lookup probes
+    the lineage's own prefixes, longest first, so a migrant a few steps past a kept one costs
+    a few dictionary probes (a miss probes every length, still far less than replaying
+    them)."""
 
     def __init__(self, problem: Problem, cache_bytes: int = 32 * 2**20, stride: int = 8) -> None:
         self.problem = problem
         self.cache_bytes = cache_bytes
         self.stride = stride
         self._cache: OrderedDict[tuple, tuple[Lineage, Tensor]] = OrderedDict()
-        self._lengths: dict[tuple[int, int, int], Counter[int]] = {}
         self._cached_bytes = 0
         self.replayed = 0
 
     def __call__(self, lineage: Lineage) -> Tensor:
-        start, genome = self._longest_prefix(lineage)
+        done, genome = self._longest_prefix(lineage)
         if genome is None:
             initial = self.problem.initial_genomes(lineage.init_count, seeded(lineage.init_seed))
             genome = initial[lineage.init_index].clone()
-        done = start
-        while done < len(lineage):  # a run of steps per call, up to the next kept genome
-            stop = min(len(lineage), (done // self.stride + 1) * self.stride)
+        if done < len(lineage):
             steps = [
-                (step_generator(key, generation), count, index, GenerationContext(0, 0, r, p))
-                for key, generation, count, index, r, p in lineage.mutations[done:stop]
+                (splitmix(key, generation), count, index, rate, power)
+                for key, generation, count, index, rate, power in lineage.mutations[done:]
             ]
-            genome = self.problem.replay(genome, steps)
-            self.replayed += stop - done
-            done = stop
-            if done % self.stride == 0 and done < len(lineage):
-                self._remember(Lineage(*lineage.root, lineage.mutations[:done]), genome)
+            lengths = range((done // self.stride + 1) * self.stride, len(lineage), self.stride)
+            *kept, genome = self.problem.replay(genome, steps, [n - done for n in lengths])
+            for length, snapshot in zip(lengths, kept, strict=True):
+                self._remember(Lineage(*lineage.root, lineage.mutations[:length]), snapshot)
+            self.replayed += len(steps)
         self._remember(lineage, genome)
         return genome
 
     def _longest_prefix(self, lineage: Lineage) -> tuple[int, Tensor | None]:
-        known = self._lengths.get(lineage.root, {})
-        for length in sorted((n for n in known if n <= len(lineage)), reverse=True):
-            key = _key(lineage, length)
+        root, steps = lineage.root, lineage.mutations
+        for length in range(len(steps), 0, -1):
+            key = (root, length, steps[length - 1])
             entry = self._cache.get(key)
             if entry is not None and lineage.extends(entry[0]):
                 self._cache.move_to_end(key)
@@ -336,13 +339,9 @@ class Rebuilder:
             self._cache.move_to_end(key)
             return
         self._cache[key] = (lineage, genome)
-        self._lengths.setdefault(lineage.root, Counter())[len(lineage)] += 1
         self._cached_bytes += genome.numel() * genome.element_size()
         while self._cache and self._cached_bytes > self.cache_bytes:
-            (root, length, _), (_, dropped) = self._cache.popitem(last=False)
-            self._lengths[root][length] -= 1
-            if not self._lengths[root][length]:
-                del self._lengths[root][length]
+            _, (_, dropped) = self._cache.popitem(last=False)
             self._cached_bytes -= dropped.numel() * dropped.element_size()
 
 

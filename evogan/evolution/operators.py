@@ -4,17 +4,19 @@ Exactly ``max(1, round(rate * size))`` weights of every child change, so a low r
 run still moves every child (a Bernoulli mask would leave many children identical to the
 parent and waste their evaluations).
 
-Random numbers are counter-based: one seed is drawn from the torch generator, and every number
-after it is splitmix64 of (seed, counter), so child ``i`` of a draw can be made alone
-(``only=i``), equal to row ``i`` of the whole draw, and a lineage replay rebuilds only the
-child that survived. A child's mutated positions are those whose 64-bit key is among the m
-smallest (every m-subset equally likely), in ascending order. Point mutation runs in a small C
-kernel (:mod:`evogan.native`, about 100x fewer microseconds than per-row torch ``topk``) with a
-numpy twin that gives the same bits where no compiler exists.
+Random numbers are counter-based: a mutation step has one 64-bit seed, and every number it
+uses is splitmix64 of (a seed derived from it, counter), so child ``i`` of a draw can be made
+alone (``only=i``), equal to row ``i`` of the whole draw, and a lineage replay rebuilds only
+the child that survived, with no random generator object per step. A child's mutated
+positions are the first m distinct values of its sequence of uniform draws from 0..size-1
+(every m-subset equally likely), applied in ascending order: the work is proportional to m,
+not to the genome's size. Point mutation runs in a small C kernel (:mod:`evogan.native`) with
+a numpy twin that gives the same bits where no compiler exists.
 """
 
 from __future__ import annotations
 
+import array
 import ctypes
 import functools
 from collections.abc import Sequence
@@ -27,8 +29,8 @@ from torch import Tensor
 from evogan import native
 
 SOURCE = Path(__file__).with_name("_mutation.c")
-ReplayStep = tuple[torch.Generator, int, int, float, float]
-"""``(generator, children drawn, the child kept, rate, power)`` of one mutation step."""
+ReplayStep = tuple[int, int, int, float, float]
+"""``(seed, children drawn, the child kept, rate, power)`` of one mutation step."""
 _WORD = 2**64 - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _UNIT = 2.0**-52
@@ -52,7 +54,12 @@ def splitmix(seed: int, counter: int) -> int:
 def counter_bits(seed: int, children: range, width: int) -> np.ndarray:
     """(len(children), width) uint64: :func:`splitmix` of counters ``child * width + j``."""
     firsts = np.asarray([child * width for child in children], dtype=np.uint64)
-    bits = (firsts.reshape(-1, 1) + np.arange(width, dtype=np.uint64)) * np.uint64(_GOLDEN)
+    return mixed(seed, firsts.reshape(-1, 1) + np.arange(width, dtype=np.uint64))
+
+
+def mixed(seed: int, counters: np.ndarray) -> np.ndarray:
+    """:func:`splitmix` of every uint64 in ``counters``."""
+    bits = counters * np.uint64(_GOLDEN)
     bits += np.uint64(seed)
     bits ^= bits >> np.uint64(30)
     bits *= np.uint64(0xBF58476D1CE4E5B9)
@@ -62,9 +69,14 @@ def counter_bits(seed: int, children: range, width: int) -> np.ndarray:
     return bits
 
 
-def _seeds(generator: torch.Generator) -> tuple[int, int, int]:
-    """Seeds of the positions, the values and the second values from one generator draw."""
-    seed = int(torch.randint(2**62, (1,), generator=generator, dtype=torch.int64))
+def draw_seed(generator: torch.Generator) -> int:
+    """A 62-bit seed from ``generator`` (a mutation step's, an island's stream key)."""
+    return int(torch.randint(2**62, (1,), generator=generator, dtype=torch.int64))
+
+
+def _seeds(seed: int) -> tuple[int, int, int]:
+    """Seeds of the positions, the values and the second values of one mutation step (the C
+    replay derives the first two the same way)."""
     return splitmix(seed, 0), splitmix(seed, 1), splitmix(seed, 2)
 
 
@@ -76,14 +88,39 @@ def _children(count: int, only: int | None) -> range:
     return range(only, only + 1)
 
 
+def chosen_positions(size: int, chosen: int, seed: int, child: int) -> np.ndarray:
+    """The ``chosen`` positions child ``child`` mutates, ascending: the first distinct values
+    of the draws ``splitmix(seed, child * 2**32 + i) * size >> 64`` (the C kernel's
+    ``choose``)."""
+    if chosen == size:
+        return np.arange(size, dtype=np.int64)
+    if size >= 2**32:
+        raise ValueError(f"genomes of {size} weights need the C kernel (numpy path: < 2**32)")
+    found = np.empty(0, dtype=np.int64)
+    start, batch = child << 32, chosen + chosen // 2 + 16
+    while found.size < chosen:
+        bits = mixed(seed, np.arange(start, start + batch, dtype=np.uint64))
+        drawn = _scaled(bits, size)
+        sequence = np.concatenate([found, drawn])  # earlier finds first: they keep their place
+        _, first = np.unique(sequence, return_index=True)
+        found = sequence[np.sort(first)][:chosen]
+        start += batch
+    return np.sort(found)
+
+
+def _scaled(bits: np.ndarray, size: int) -> np.ndarray:
+    """``bits * size >> 64`` without 128-bit integers (size < 2**32): a uniform index."""
+    high, low = bits >> np.uint64(32), bits & np.uint64(0xFFFFFFFF)
+    n = np.uint64(size)
+    return ((high * n + ((low * n) >> np.uint64(32))) >> np.uint64(32)).astype(np.int64)
+
+
 def mutation_mask(size: int, chosen: int, seed: int, children: range) -> np.ndarray:
     """(len(children), size) bool: the positions each child mutates (``chosen`` per row)."""
-    if chosen == size:
-        return np.ones((len(children), size), dtype=bool)
-    keys = counter_bits(seed, children, size)
-    threshold = np.partition(keys, chosen - 1, axis=1)[:, chosen - 1 : chosen]
-    mask = keys <= threshold
-    return mask & (np.cumsum(mask, axis=1) <= chosen)  # equal keys: the first ones, as in C
+    mask = np.zeros((len(children), size), dtype=bool)
+    for row, child in enumerate(children):
+        mask[row, chosen_positions(size, chosen, seed, child)] = True
+    return mask
 
 
 @functools.cache
@@ -99,8 +136,16 @@ def kernel() -> ctypes.CDLL | None:
     function.argtypes += [pointer, pointer]
     replay = library.evogan_point_replay
     replay.restype = ctypes.c_int
-    replay.argtypes = [pointer, count, count, pointer, pointer, pointer, pointer, pointer, pointer]
+    replay.argtypes = [pointer, count, count, pointer, pointer, pointer, pointer, pointer]
+    replay.argtypes += [count, pointer, pointer]
     return library
+
+
+@functools.lru_cache(maxsize=4)
+def _scratch(size: int) -> Tensor:
+    """The kernels' work space for genomes of ``size`` (2 x size uint64 keys), kept between
+    calls: allocating it costs as much as a short replay."""
+    return torch.empty(2 * size, dtype=torch.int64)
 
 
 def point_mutation(
@@ -108,12 +153,12 @@ def point_mutation(
     count: int,
     rate: float,
     power: float,
-    generator: torch.Generator,
+    seed: int,
     only: int | None = None,
 ) -> Tensor:
-    """Children of ``parent`` (or just child ``only``): the chosen weights get
-    ``power * U(-1, 1)`` added."""
-    positions, values, _ = _seeds(generator)
+    """Children of ``parent`` (or just child ``only``) of the step ``seed``: the chosen weights
+    get ``power * U(-1, 1)`` added."""
+    positions, values, _ = _seeds(seed)
     children = _children(count, only)
     size = parent.numel()
     chosen = mutated_count(size, rate)
@@ -121,10 +166,9 @@ def point_mutation(
     library = kernel()
     if library is not None:
         rows = torch.empty(len(children), size)
-        scratch = torch.empty(2 * size, dtype=torch.int64)  # the kernel's uint64 keys
         status = library.evogan_point_mutation(
             source.data_ptr(), size, chosen, positions, values, children.start, len(children),
-            float(power), rows.data_ptr(), scratch.data_ptr(),
+            float(power), rows.data_ptr(), _scratch(size).data_ptr(),
         )  # fmt: skip
         if status != 0:
             raise RuntimeError(f"evogan_point_mutation rejected its arguments (status {status})")
@@ -138,29 +182,47 @@ def point_mutation(
     return rows.to(parent.device, parent.dtype)
 
 
-def point_replay(genome: Tensor, steps: Sequence[ReplayStep]) -> Tensor:
+def point_replay(
+    genome: Tensor, steps: Sequence[ReplayStep], keep: Sequence[int] = ()
+) -> list[Tensor]:
     """``genome`` (size,) after each step in turn, keeping that step's child ``only``: what
-    ``point_mutation(..., only=...)[0]`` step by step gives, in one kernel call."""
+    ``point_mutation(..., only=...)[0]`` step by step gives, in one kernel call. Returns the
+    genomes after the step counts in ``keep`` (ascending, each in 1..len(steps)), then the
+    final one."""
+    if list(keep) != sorted(set(keep)) or any(not 0 < after <= len(steps) for after in keep):
+        raise ValueError(f"keep must be ascending step counts in 1..{len(steps)}, got {keep}")
     library = kernel()
-    if library is None:
-        for generator, count, only, rate, power in steps:
-            genome = point_mutation(genome, count, rate, power, generator, only)[0]
-        return genome
+    if library is None or not steps:
+        kept = []
+        for done, (seed, count, only, rate, power) in enumerate(steps, start=1):
+            genome = point_mutation(genome, count, rate, power, seed, only)[0]
+            if done in keep:
+                kept.append(genome)
+        return [*kept, genome]
     size = genome.numel()
-    seeds = np.asarray([_seeds(step[0])[:2] for step in steps], dtype=np.uint64).reshape(-1, 2)
-    chosen = np.asarray([mutated_count(size, step[3]) for step in steps], dtype=np.int64)
-    children = np.asarray([_children(step[1], step[2]).start for step in steps], dtype=np.int64)
-    powers = np.asarray([step[4] for step in steps], dtype=np.float64)
-    positions, values = np.ascontiguousarray(seeds[:, 0]), np.ascontiguousarray(seeds[:, 1])
-    out = genome.detach().reshape(-1).to("cpu", torch.float32).clone()
-    scratch = torch.empty(2 * size, dtype=torch.int64)
+    seeds, counts, chosen_children, rates, powers = zip(*steps, strict=True)
+    for count, only in zip(counts, chosen_children, strict=True):
+        _children(count, only)  # an index outside its draw is a corrupt lineage: say so
+    # array.array, not numpy: a few short rows, whose addresses cost nothing to take
+    arrays = (
+        array.array("q", [mutated_count(size, rate) for rate in rates]),
+        array.array("Q", seeds),
+        array.array("q", chosen_children),
+        array.array("d", powers),
+    )
+    # numpy for the copies: torch calls cost tens of microseconds when the generation loop
+    # has evicted them from the caches, more than the replay of a few steps itself
+    out = genome.detach().to("cpu", torch.float32).numpy().reshape(-1).copy()
+    kept = np.empty((len(keep), size), dtype=np.float32)
+    after = array.array("q", keep)
+    addresses = [values.buffer_info()[0] for values in arrays]
     status = library.evogan_point_replay(
-        out.data_ptr(), size, len(steps), chosen.ctypes.data, positions.ctypes.data,
-        values.ctypes.data, children.ctypes.data, powers.ctypes.data, scratch.data_ptr(),
+        out.ctypes.data, size, len(steps), *addresses, _scratch(size).data_ptr(),
+        len(keep), after.buffer_info()[0], kept.ctypes.data,
     )  # fmt: skip
     if status != 0:
         raise RuntimeError(f"evogan_point_replay rejected its arguments (status {status})")
-    return out.to(genome.device, genome.dtype)
+    return [torch.from_numpy(row).to(genome.device, genome.dtype) for row in (*kept, out)]
 
 
 def replace_mutation(
@@ -168,12 +230,12 @@ def replace_mutation(
     count: int,
     rate: float,
     sigma: float,
-    generator: torch.Generator,
+    seed: int,
     only: int | None = None,
 ) -> Tensor:
-    """Children of ``parent`` (or just child ``only``): the chosen weights are redrawn from
-    N(0, sigma^2) (original code), by Box-Muller from counter-based uniforms."""
-    positions, radii, angles = _seeds(generator)
+    """Children of ``parent`` (or just child ``only``) of the step ``seed``: the chosen weights
+    are redrawn from N(0, sigma^2) (original code), by Box-Muller from counter-based uniforms."""
+    positions, radii, angles = _seeds(seed)
     children = _children(count, only)
     size = parent.numel()
     chosen = mutated_count(size, rate)

@@ -21,8 +21,8 @@ class GenerationContext:
     power: float
 
 
-MutationStep = tuple[torch.Generator, int, int, GenerationContext]
-"""``(generator, children drawn, the child kept, context)``: one step of a lineage replay."""
+MutationStep = tuple[int, int, int, float, float]
+"""``(seed, children drawn, the child kept, rate, power)``: one step of a lineage replay."""
 
 
 class Problem(ABC):
@@ -41,19 +41,27 @@ class Problem(ABC):
         self,
         parent: Tensor,
         count: int,
-        generator: torch.Generator,
+        seed: int,
         context: GenerationContext,
         only: int | None = None,
     ) -> Tensor:
-        """``count`` children of ``parent`` (size,), shape (count, size); with ``only``, just
-        that child of the same draw, shape (1, size) (lineage replays rebuild one child)."""
+        """``count`` children of ``parent`` (size,), shape (count, size), all random numbers
+        derived from the 64-bit ``seed``; with ``only``, just that child of the same draw,
+        shape (1, size) (lineage replays rebuild one child)."""
 
-    def replay(self, genome: Tensor, steps: Sequence[MutationStep]) -> Tensor:
-        """``genome`` after each ``(generator, count, only, context)`` step in turn, keeping
-        child ``only`` (a lineage rebuild); problems may do a run of steps in one go."""
-        for generator, count, only, context in steps:
-            genome = self.mutate(genome, count, generator, context, only)[0]
-        return genome
+    def replay(
+        self, genome: Tensor, steps: Sequence[MutationStep], keep: Sequence[int] = ()
+    ) -> list[Tensor]:
+        """``genome`` after each ``(seed, count, only, rate, power)`` step in turn, keeping
+        child ``only`` (a lineage rebuild): the genomes after the step counts in ``keep``
+        (ascending), then the final one. Problems may do the whole run of steps in one go."""
+        kept = []
+        for done, (seed, count, only, rate, power) in enumerate(steps, start=1):
+            context = GenerationContext(0, 0, rate, power)
+            genome = self.mutate(genome, count, seed, context, only)[0]
+            if done in keep:
+                kept.append(genome)
+        return [*kept, genome]
 
     @abstractmethod
     def evaluate(self, genomes: Tensor, batch: Any) -> Tensor:

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from evogan.evolution.engine import Evolution
+from evogan.evolution.operators import draw_seed
 from evogan.evolution.problem import DifferentiableProblem, GenerationContext, Problem
 
 
@@ -32,7 +33,8 @@ class PlusLambda(Evolution):
     def propose(self, context: GenerationContext) -> Tensor:
         if self.elite is None:
             return self.problem.initial_genomes(self.initial_parents, self.streams.init)
-        children = self.problem.mutate(self.elite, self.children, self.streams.mutation, context)
+        seed = draw_seed(self.streams.mutation)
+        children = self.problem.mutate(self.elite, self.children, seed, context)
         return torch.cat([self.elite.unsqueeze(0), children])
 
     def select(self, candidates: Tensor, fitness: Tensor, context: GenerationContext) -> None:

@@ -142,20 +142,21 @@ class RegressorProblem(DifferentiableProblem):
         self,
         parent: Tensor,
         count: int,
-        generator: torch.Generator,
+        seed: int,
         context: GenerationContext,
         only: int | None = None,
     ) -> Tensor:
         if self.mutation == "replace":
             sigma = self.replace_sigma
-            return replace_mutation(parent, count, context.rate, sigma, generator, only)
-        return point_mutation(parent, count, context.rate, context.power, generator, only)
+            return replace_mutation(parent, count, context.rate, sigma, seed, only)
+        return point_mutation(parent, count, context.rate, context.power, seed, only)
 
-    def replay(self, genome: Tensor, steps: Sequence[MutationStep]) -> Tensor:
+    def replay(
+        self, genome: Tensor, steps: Sequence[MutationStep], keep: Sequence[int] = ()
+    ) -> list[Tensor]:
         if self.mutation == "replace":
-            return super().replay(genome, steps)
-        draws = [(g, count, only, c.rate, c.power) for g, count, only, c in steps]
-        return point_replay(genome, draws)
+            return super().replay(genome, steps, keep)
+        return point_replay(genome, steps, keep)
 
     def evaluate(self, genomes: Tensor, batch: Batch) -> Tensor:
         if isinstance(batch, Minibatch):

@@ -24,9 +24,10 @@ from evogan.errors import DataError
 from evogan.store.atomic import atomic_path
 from evogan.store.metrics import to_json
 
-FORMAT = "evogan-checkpoint-2"  # 2: lineages as step deltas, arrays packed in three datasets
+FORMAT = "evogan-checkpoint-3"  # 2: lineages as step deltas, three datasets; 3: step seeds
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^gen-(\d+)\.h5$")
+_PART = "meta."  # attributes holding one meta entry each (``meta_json``)
 
 
 def island_dir(run_path: str | Path, island: int) -> Path:
@@ -47,13 +48,20 @@ def generations(run_path: str | Path, island: int) -> list[int]:
 
 
 def write_checkpoint(
-    path: str | Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]
+    path: str | Path,
+    arrays: Mapping[str, np.ndarray],
+    meta: Mapping[str, Any],
+    meta_json: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write ``arrays`` (datasets) and ``meta`` (strict JSON) to ``path`` atomically."""
+    """Write ``arrays`` (datasets) and ``meta`` (strict JSON) to ``path`` atomically;
+    ``meta_json`` holds more meta entries already serialized (large ones a caller keeps
+    serialized between checkpoints), which :func:`read_checkpoint` merges back."""
     path = Path(path)
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as handle:
         handle.attrs["format"] = FORMAT
         handle.attrs["meta"] = to_json(dict(meta))
+        for name, text in (meta_json or {}).items():
+            handle.attrs[f"{_PART}{name}"] = text
         group = handle.create_group("arrays")
         for name, value in arrays.items():
             group.create_dataset(name, data=np.asarray(value))
@@ -75,6 +83,9 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, 
             if found != FORMAT:
                 raise DataError(f"{path} is not an evogan checkpoint (format {FORMAT} expected)")
             meta = json.loads(handle.attrs["meta"])
+            for name, text in handle.attrs.items():
+                if name.startswith(_PART):
+                    meta[name.removeprefix(_PART)] = json.loads(text)
             arrays = {name: np.array(data) for name, data in handle["arrays"].items()}
     except OSError as exc:
         raise DataError(f"checkpoint {path} is not a readable HDF5 file ({exc})") from None
