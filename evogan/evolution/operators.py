@@ -210,9 +210,7 @@ def point_replay(
         array.array("q", chosen_children),
         array.array("d", powers),
     )
-    # numpy for the copies: torch calls cost tens of microseconds when the generation loop
-    # has evicted them from the caches, more than the replay of a few steps itself
-    out = genome.detach().to("cpu", torch.float32).numpy().reshape(-1).copy()
+    out = genome.detach().to("cpu", torch.float32).numpy().reshape(-1).copy()  # replayed in place
     kept = np.empty((len(keep), size), dtype=np.float32)
     after = array.array("q", keep)
     addresses = [values.buffer_info()[0] for values in arrays]
