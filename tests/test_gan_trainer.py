@@ -85,6 +85,21 @@ def test_resume_refuses_a_different_rank_count(sync_run: Path) -> None:
     )
 
 
+def test_settings_this_machine_cannot_run_are_refused_before_a_run_directory_exists(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    run = tmp_path / "run"
+    bad = {"trainer.device=cuda": "torch sees no GPU", "trainer.batch_size=100000": "at least one"}
+    if torch.cuda.is_available():
+        del bad["trainer.device=cuda"]
+    for setting, message in bad.items():
+        done = evogan("train", CONFIG, "--run-dir", str(run), "--set", setting)
+        assert done.returncode == 2 and message in done.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in done.stderr and not run.exists()
+
+
 def test_grouped_rma_arar_on_four_ranks_with_a_slow_rank(tmp_path: Path) -> None:
     """RMA inner rings {0, 1}, {2, 3}, point-to-point outer ring {0, 2}; rank 3 sleeps."""
     run = tmp_path / "arar"

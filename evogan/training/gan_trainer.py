@@ -236,7 +236,7 @@ def train_gan3d(
     trainer = config.trainer
     group_size = trainer.group_size if trainer.mode == "arar" else None
     layout = split_layout(world, None, group_size)
-    run, marker = _open_run(config, world, run_dir)
+    device = _device(trainer, world)  # bad settings are refused before a run directory exists
     shard = _load_shard(config, world)
     batch = trainer.batch_size or config.spec.batch_size
     steps = world.allreduce(len(shard) // batch, op=MPI.MIN)
@@ -247,7 +247,7 @@ def train_gan3d(
             f"rank holds {smallest}; use more events, fewer ranks or a smaller batch"
         )
     steps = min(steps, trainer.steps_per_epoch or steps)
-    device = _device(trainer, world)
+    run, marker = _open_run(config, world, run_dir)
     if device == "cpu":
         share_cores(world)
     parallel = build_parallel_step(config.spec, trainer, layout, config.seed, device)
