@@ -4,7 +4,7 @@
  * mutated positions are the first `chosen` distinct values of its draws mix(position_seed,
  * child * 2^32 + i) * size >> 64, taken in ascending order, and the t-th of them gets
  * power * (2u - 1) with u from 52 random bits, added in float32. The work is proportional to
- * `chosen`, not to the genome's size (a replay at a low rate costs about a microsecond). */
+ * `chosen`, not to the genome's size (a few microseconds per replayed step at low rates). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -198,8 +198,8 @@ def _encode_steps(steps: tuple[Step, ...], prior: Step | None) -> bytes:
         last = position
     starts = (0 if prior is None else prior[1], *generations[:-1])
     # zigzag: an immigrant's line continues at the host's generation, which may be lower
-    changes = map(operator.sub, generations, starts)
-    zigzags = [2 * change if change >= 0 else -2 * change - 1 for change in changes]
+    increments = map(operator.sub, generations, starts)
+    zigzags = [2 * step if step >= 0 else -2 * step - 1 for step in increments]
     out += _varints(zigzags) + _varints(list(kept))
     return bytes(out)
 

@@ -141,13 +141,6 @@ def kernel() -> ctypes.CDLL | None:
     return library
 
 
-@functools.lru_cache(maxsize=4)
-def _scratch(size: int) -> Tensor:
-    """The kernels' work space for genomes of ``size`` (2 x size uint64 keys), kept between
-    calls: allocating it costs as much as a short replay."""
-    return torch.empty(2 * size, dtype=torch.int64)
-
-
 def point_mutation(
     parent: Tensor,
     count: int,
@@ -166,9 +159,10 @@ def point_mutation(
     library = kernel()
     if library is not None:
         rows = torch.empty(len(children), size)
+        scratch = torch.empty(2 * size, dtype=torch.int64)  # the kernel's positions and marks
         status = library.evogan_point_mutation(
             source.data_ptr(), size, chosen, positions, values, children.start, len(children),
-            float(power), rows.data_ptr(), _scratch(size).data_ptr(),
+            float(power), rows.data_ptr(), scratch.data_ptr(),
         )  # fmt: skip
         if status != 0:
             raise RuntimeError(f"evogan_point_mutation rejected its arguments (status {status})")
@@ -214,8 +208,9 @@ def point_replay(
     kept = np.empty((len(keep), size), dtype=np.float32)
     after = array.array("q", keep)
     addresses = [values.buffer_info()[0] for values in arrays]
+    scratch = torch.empty(2 * size, dtype=torch.int64)  # the kernel's positions and marks
     status = library.evogan_point_replay(
-        out.ctypes.data, size, len(steps), *addresses, _scratch(size).data_ptr(),
+        out.ctypes.data, size, len(steps), *addresses, scratch.data_ptr(),
         len(keep), after.buffer_info()[0], kept.ctypes.data,
     )  # fmt: skip
     if status != 0:
