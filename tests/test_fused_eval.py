@@ -82,6 +82,23 @@ def test_threads_split_events_without_changing_results() -> None:
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_genome_scores_the_same_bits_whatever_it_is_scored_with(
+    native, fresh_kernel, monkeypatch
+) -> None:
+    """An island's ranks split the candidates into slices of any size: every slice must give
+    the bits the whole batch gives (the kernel's block shapes used to round differently)."""
+    monkeypatch.setenv("EVOGAN_NATIVE", native)
+    layout = _layout()
+    weights, x = _draw(layout, 13, 32, seed=5)
+    x = x**8 * 3  # sparse, shower-like inputs: the case that exposed the rounding difference
+    whole = batched_predict(layout, weights * 3, x, chunk=36 // 13)
+    for low in range(13):
+        for high in range(low + 1, 14):
+            part = batched_predict(layout, weights[low:high] * 3, x, chunk=36 // (high - low))
+            assert torch.equal(part, whole[low:high]), (low, high)
+
+
 def test_torch_path_serves_what_the_kernel_does_not() -> None:
     layout = _layout()
     weights, x = _draw(layout, 2, 5)

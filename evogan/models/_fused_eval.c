@@ -46,6 +46,18 @@ static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
 
 static inline vf relu(vf v) { return (vf)((vi)v & (v > 0)); }
 
+/* Compilers contract `sum += a * b` into one FMA in some block shapes and not in others, so a
+ * row's result would depend on which block computed it, that is on how many candidates were
+ * scored together. Rounding the tail product on its own in every block makes a row's bits the
+ * same whatever its neighbours (an island whose ranks split the candidates relies on that). */
+#if defined(__x86_64__) || defined(__i386__)
+#define ROUNDED(v) __asm__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define ROUNDED(v) __asm__("" : "+w"(v))
+#else
+#define ROUNDED(v) __asm__("" : "+m"(v))
+#endif
+
 /* NV row vectors x NP positions of one event; the loops over constant bounds are unrolled so
  * the accumulators live in registers. */
 #define DEFINE_BLOCK(NV, NP)                                                                    \
@@ -73,8 +85,11 @@ static inline vf relu(vf v) { return (vf)((vi)v & (v > 0)); }
             }                                                                                  \
             const float *tl = j->tail + g * rows + col;                                        \
             _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++)                              \
-                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                          \
-                    sum[v] += relu(acc[v][q]) * load(tl + q * rows + LANES * v);               \
+                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) {                        \
+                    vf product = relu(acc[v][q]) * load(tl + q * rows + LANES * v);            \
+                    ROUNDED(product);                                                          \
+                    sum[v] += product;                                                         \
+                }                                                                              \
         }                                                                                      \
         for (int v = 0; v < NV; v++) store(out + col + LANES * v, sum[v]);                     \
     }
