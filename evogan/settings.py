@@ -21,3 +21,13 @@ def native_kernels() -> bool:
     """Whether compiled C kernels may be built and used (``EVOGAN_NATIVE``, default 1; 0 keeps
     the pure torch code paths, e.g. to compare them or where no C compiler exists)."""
     return os.environ.get("EVOGAN_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+PROGRESS_MODES = ("auto", "bar", "lines", "off")
+
+
+def progress_mode() -> str:
+    """How long work shows its progress (``EVOGAN_PROGRESS``): ``auto`` (a bar on a terminal,
+    a line every few seconds in logs), ``bar``, ``lines`` or ``off``."""
+    mode = os.environ.get("EVOGAN_PROGRESS", "auto").strip().lower()
+    return mode if mode in PROGRESS_MODES else "auto"

@@ -1,0 +1,163 @@
+"""Progress of long work, shown on rank 0 only: a rich bar with rate and ETA on a terminal,
+a plain line every few seconds when stdout/stderr go to a Slurm log.
+
+Every command that runs longer than a few seconds wraps its loop in :func:`progress`::
+
+    with progress("validate", total=events, unit="events", show=rank == 0) as task:
+        for chunk in chunks:
+            ...
+            task.advance(len(chunk), note=f"score {score:.3f}")
+
+The display goes to stderr so ``--json`` output on stdout stays parseable.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from evogan.settings import progress_mode
+
+LINE_SECONDS = 10.0
+"""Seconds between two plain progress lines (logs are read by people, not replayed)."""
+
+
+def format_seconds(seconds: float) -> str:
+    """``75 -> "1m15s"``, ``4000 -> "1h06m"``: an ETA a person reads at a glance."""
+    if seconds != seconds or seconds == float("inf"):
+        return "?"
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class _RateColumn(ProgressColumn):
+    """Units per second (rich's own speed column only knows bytes)."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task) -> Text:
+        speed = task.finished_speed or task.speed
+        unit = f" {self.unit}" if self.unit else ""
+        return Text("?/s" if speed is None else f"{speed:.3g}{unit}/s")
+
+
+class Task:
+    """One unit of long work: count what is done, optionally with a short note."""
+
+    def __init__(
+        self, description: str, total: float | None, unit: str, stream: TextIO | None
+    ) -> None:
+        self.description = description
+        self.total = total
+        self.unit = unit
+        self.completed = 0.0
+        self.note = ""
+        self.started = time.monotonic()
+        self._stream = stream
+        self._last_line = self.started
+        self._bar = None
+        self._bar_task = None
+
+    def advance(self, amount: float = 1, note: str | None = None) -> None:
+        """Add ``amount`` to what is done; ``note`` replaces the note shown beside the rate."""
+        self.update(self.completed + amount, note)
+
+    def update(self, completed: float, note: str | None = None) -> None:
+        """Set what is done (for work that reports a position rather than increments)."""
+        self.completed = completed
+        if note is not None:
+            self.note = note
+        if self._bar is not None:
+            self._bar.update(self._bar_task, completed=completed, note=self.note)
+        elif self._stream is not None:
+            now = time.monotonic()
+            if now - self._last_line >= LINE_SECONDS:
+                self._last_line = now
+                print(self.line(), file=self._stream, flush=True)
+
+    @property
+    def rate(self) -> float:
+        """Units per second since the start."""
+        elapsed = time.monotonic() - self.started
+        return self.completed / elapsed if elapsed > 0 else 0.0
+
+    def eta(self) -> float:
+        """Seconds left at the rate so far (inf when unknown)."""
+        if not self.total or self.rate <= 0:
+            return float("inf")
+        return max(0.0, (self.total - self.completed) / self.rate)
+
+    def line(self) -> str:
+        """``validate: 1200/5000 events (24%), 310 events/s, ETA 12s, score 0.41``."""
+        unit = f" {self.unit}" if self.unit else ""
+        if self.total:
+            share = 100 * self.completed / self.total
+            done = f"{self.completed:g}/{self.total:g}{unit} ({share:.0f}%)"
+        else:
+            done = f"{self.completed:g}{unit}"
+        parts = [f"{self.description}: {done}", f"{self.rate:.3g}{unit}/s"]
+        if self.total:
+            parts.append(f"ETA {format_seconds(self.eta())}")
+        if self.note:
+            parts.append(self.note)
+        return ", ".join(parts)
+
+
+@contextmanager
+def progress(
+    description: str, total: float | None = None, *, unit: str = "", show: bool = True
+) -> Iterator[Task]:
+    """A :class:`Task` whose progress is displayed while the block runs.
+
+    ``show`` is false on every rank but 0 (and the task then only counts). ``EVOGAN_PROGRESS``
+    picks the display: ``auto`` (a bar on a terminal, lines otherwise), ``bar``, ``lines`` or
+    ``off``.
+    """
+    mode = progress_mode() if show else "off"
+    if mode == "auto":
+        mode = "bar" if sys.stderr.isatty() else "lines"
+    task = Task(description, total, unit, sys.stderr if mode == "lines" else None)
+    if mode != "bar":
+        try:
+            yield task
+        finally:
+            if mode == "lines" and task.completed:
+                print(task.line(), file=sys.stderr, flush=True)
+        return
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn() if total else TextColumn("{task.completed:g}"),
+        _RateColumn(unit),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[note]}"),
+    ]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task._bar, task._bar_task = bar, bar.add_task(description, total=total, note="")
+        try:
+            yield task
+        finally:
+            task._bar = None
