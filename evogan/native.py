@@ -24,7 +24,8 @@ from evogan.settings import cache_dir, native_kernels
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC", "-pthread")
 
 
-def _compiler() -> list[str] | None:
+def compiler() -> list[str] | None:
+    """The C compiler command (``$CC`` or ``cc``), or None when there is none."""
     command = shlex.split(os.environ.get("CC", "cc"))
     if not command or shutil.which(command[0]) is None:
         return None
@@ -84,8 +85,8 @@ def load(source: Path, name: str, fallback: str) -> ctypes.CDLL | None:
     cache the result."""
     if not native_kernels():
         return None
-    compiler = _compiler()
-    if compiler is None:
+    command = compiler()
+    if command is None:
         warnings.warn(
             f"no C compiler found (CC={os.environ.get('CC', 'cc')!r}), so {fallback}; install "
             "gcc or clang, or set EVOGAN_NATIVE=0 to silence this",
@@ -94,9 +95,9 @@ def load(source: Path, name: str, fallback: str) -> ctypes.CDLL | None:
         )
         return None
     try:
-        path = _library_path(compiler, source)
+        path = _library_path(command, source)
         if not path.exists():
-            _build(compiler, source, path)
+            _build(command, source, path)
         return ctypes.CDLL(str(path))
     except OSError as error:
         warnings.warn(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 
+from evogan import native
 from evogan.config.regressor import RegressorModelConfig
 from evogan.models import fused_eval
 from evogan.models.regressor import (
@@ -17,7 +16,7 @@ from evogan.models.regressor import (
     unflatten,
 )
 
-needs_compiler = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc)")
+needs_compiler = pytest.mark.skipif(native.compiler() is None, reason="no C compiler ($CC or cc)")
 FUSED, TORCH = "fused C kernel", "torch im2col + matmul"
 
 
