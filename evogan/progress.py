@@ -36,6 +36,9 @@ from evogan.settings import progress_mode
 LINE_SECONDS = 10.0
 """Seconds between two plain progress lines (logs are read by people, not replayed)."""
 
+_hushed = 0
+"""Depth of :func:`hushed` blocks this process is in."""
+
 
 def format_seconds(seconds: float) -> str:
     """``75 -> "1m15s"``, ``4000 -> "1h06m"``: an ETA a person reads at a glance."""
@@ -132,9 +135,9 @@ def progress(
 
     ``show`` is false on every rank but 0 (and the task then only counts). ``EVOGAN_PROGRESS``
     picks the display: ``auto`` (a bar on a terminal, lines otherwise), ``bar``, ``lines`` or
-    ``off``.
+    ``off``. Inside :func:`hushed` the task only counts.
     """
-    mode = progress_mode() if show else "off"
+    mode = progress_mode() if show and not _hushed else "off"
     if mode == "auto":
         mode = "bar" if sys.stderr.isatty() else "lines"
     task = Task(description, total, unit, sys.stderr if mode == "lines" else None)
@@ -161,3 +164,15 @@ def progress(
             yield task
         finally:
             task._bar = None
+
+
+@contextmanager
+def hushed() -> Iterator[None]:
+    """Progress started in this block only counts: a search trains its candidates under its
+    own display, and a second live bar on the same terminal is an error in rich."""
+    global _hushed
+    _hushed += 1
+    try:
+        yield
+    finally:
+        _hushed -= 1

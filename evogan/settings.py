@@ -31,3 +31,13 @@ def progress_mode() -> str:
     a line every few seconds in logs), ``bar``, ``lines`` or ``off``."""
     mode = os.environ.get("EVOGAN_PROGRESS", "auto").strip().lower()
     return mode if mode in PROGRESS_MODES else "auto"
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level() -> str:
+    """Level of evogan's and third-party libraries' log lines (``EVOGAN_LOG_LEVEL``, default
+    ``WARNING``: Optuna's per-trial INFO lines only appear when asked for)."""
+    level = os.environ.get("EVOGAN_LOG_LEVEL", "WARNING").strip().upper()
+    return level if level in LOG_LEVELS else "WARNING"

@@ -15,7 +15,7 @@ from evogan.commands.options import require_counts
 from evogan.errors import EvoganError
 
 # Angles drawn for angle-conditioned generators when none are given: the 60-120 degree
-# range of the variable-angle data set (REFERENCE.md section 1), in radians.
+# range of the variable-angle data set (docs/physics.md section 1), in radians.
 DEFAULT_THETA_RANGE = (math.radians(60.0), math.radians(120.0))
 
 
@@ -79,11 +79,17 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "energy_range": [low, high],
     }
-    with ShowerWriter(args.out, tuple(spec.output_shape), attrs=attrs) as writer:
+    from evogan.progress import progress
+
+    with (
+        ShowerWriter(args.out, tuple(spec.output_shape), attrs=attrs) as writer,
+        progress("generate", total=args.events, unit="showers") as task,
+    ):
         for lo in range(0, args.events, args.batch_size):
             hi = min(lo + args.batch_size, args.events)
             angles = None if theta is None else theta[lo:hi]
             showers = generate_showers(spec, generator, energy[lo:hi], angles, noise, hi - lo)
             writer.append(showers, energy[lo:hi], angles)
+            task.advance(hi - lo)
     print(f"wrote {args.events} showers from {path} ({low:g}-{high:g} GeV) to {args.out}")
     return 0

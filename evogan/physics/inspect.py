@@ -18,10 +18,11 @@ import numpy as np
 from evogan.data.detector import LAYERS, layer_centres_x0
 from evogan.data.reader import ShowerDataset, open_file
 from evogan.physics import observables as obs
+from evogan.progress import progress
 
 REFERENCE_EDGES_GEV = (2.0, 10.0, 50.0, 100.0, 200.0, 300.0, 400.0, 500.0)
 FALLBACK_BINS = 6
-# Sampling fraction vs primary energy from the group's Geant4 fit (REFERENCE.md section 1).
+# Sampling fraction vs primary energy from the group's Geant4 fit (docs/physics.md section 1).
 REFERENCE_SAMPLING_FRACTION = {
     2.0: 0.0220,
     10.0: 0.0220,
@@ -67,13 +68,15 @@ def scan_file(path: str | Path, layout: str = "auto") -> Scan:
     nbins = len(edges) - 1
     sums = {axis: np.zeros((nbins, n)) for axis, n in zip("xyz", dataset.shape, strict=True)}
     parts: dict[str, list[np.ndarray]] = {"sf": [], "max": [], "empty": []}
-    for chunk in dataset.iter_chunks(INSPECT_CHUNK_EVENTS):
-        parts["sf"].append(obs.sampling_fraction(chunk.ecal, chunk.energy))
-        parts["max"].append(obs.shower_max_depth_x0(chunk.ecal, depth))
-        parts["empty"].append(obs.empty_cell_fraction(chunk.ecal))
-        bins = _bin_of(chunk.energy, edges)
-        for axis in "xyz":
-            np.add.at(sums[axis], bins, obs.profile(chunk.ecal, axis))
+    with progress("inspect", total=len(dataset), unit="events") as task:
+        for chunk in dataset.iter_chunks(INSPECT_CHUNK_EVENTS):
+            parts["sf"].append(obs.sampling_fraction(chunk.ecal, chunk.energy))
+            parts["max"].append(obs.shower_max_depth_x0(chunk.ecal, depth))
+            parts["empty"].append(obs.empty_cell_fraction(chunk.ecal))
+            bins = _bin_of(chunk.energy, edges)
+            for axis in "xyz":
+                np.add.at(sums[axis], bins, obs.profile(chunk.ecal, axis))
+            task.advance(len(chunk.energy))
     counts = np.bincount(_bin_of(energy, edges), minlength=nbins)
     with np.errstate(divide="ignore", invalid="ignore"):
         profiles = {axis: s / counts[:, None] for axis, s in sums.items()}

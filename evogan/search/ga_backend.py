@@ -23,6 +23,7 @@ from evogan.distributed.tags import Tag
 from evogan.evolution.migration import Migration, best_first, make_topology, replace_worst
 from evogan.evolution.seeding import numpy_generator
 from evogan.search.campaign import worst_for_null
+from evogan.search.follow import follow_candidates
 from evogan.search.scheduler import Session, refused_row, run_job
 from evogan.search.space import Genome
 from evogan.store import RunDir
@@ -250,14 +251,16 @@ def run_ga(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
     islands = layout.islands
     quota = config.candidates // islands + int(index < config.candidates % islands)
     leaders = world.Split(0 if island.rank == 0 else MPI.UNDEFINED, key=world.rank)
+    session.group = index
     stopped = False
-    if island.rank == 0:
-        stopped = _lead_island(session, island, leaders, index, quota, flag)
-        leaders.Free()
-    else:
-        while (job := island.bcast(None, root=0)) is not None:
-            run_job(session, island, job)
-    stopped = bool(world.allreduce(stopped, op=MPI.LOR))
+    with follow_candidates(session.campaign, config.candidates, show=world.rank == 0):
+        if island.rank == 0:
+            stopped = _lead_island(session, island, leaders, index, quota, flag)
+            leaders.Free()
+        else:
+            while (job := island.bcast(None, root=0)) is not None:
+                run_job(session, island, job)
+        stopped = bool(world.allreduce(stopped, op=MPI.LOR))
     layout.free()
     return stopped
 

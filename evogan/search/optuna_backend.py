@@ -23,7 +23,9 @@ from evogan.distributed.comm import split_layout
 from evogan.distributed.signals import StopFlag
 from evogan.distributed.tags import Tag
 from evogan.errors import ConfigError, EvoganError
+from evogan.logs import route_optuna
 from evogan.search.campaign import STUDY
+from evogan.search.follow import follow_candidates
 from evogan.search.scheduler import Session, refused_row, run_job
 
 STUDY_NAME = "evogan-search"
@@ -37,6 +39,7 @@ def open_study(config: SearchConfig, path: str) -> Any:
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
+    route_optuna()  # Optuna's per-trial INFO lines only at EVOGAN_LOG_LEVEL=INFO
     objectives = 1 + int(config.fitness.second_objective != "none")
     return optuna.create_study(
         storage=JournalStorage(JournalFileBackend(path)),
@@ -169,15 +172,17 @@ def run_optuna(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
     comm = world.Dup()
     leader_ranks = world.allgather(world.rank if group.rank == 0 else -1)
     leaders = [r for r in leader_ranks if r >= 0]
-    if world.rank == 0:
-        owner = StudyOwner(session, comm, leaders, flag)
-        _own_group(owner, group)
-    elif group.rank == 0:
-        _lead_group(session, group, comm, flag)
-    else:
-        while (job := group.bcast(None, root=0)) is not None:
-            run_job(session, group, job)
-    stopped = bool(world.allreduce(flag.raised, op=MPI.LOR))
+    session.group = layout.island_index
+    with follow_candidates(session.campaign, config.candidates, show=world.rank == 0):
+        if world.rank == 0:
+            owner = StudyOwner(session, comm, leaders, flag)
+            _own_group(owner, group)
+        elif group.rank == 0:
+            _lead_group(session, group, comm, flag)
+        else:
+            while (job := group.bcast(None, root=0)) is not None:
+                run_job(session, group, job)
+        stopped = bool(world.allreduce(flag.raised, op=MPI.LOR))
     comm.Free()
     layout.free()
     return stopped

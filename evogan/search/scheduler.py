@@ -2,20 +2,25 @@
 
 A *job* is a JSON-able dict ``{"id", "genome", ...backend fields}`` made by a group leader (GA)
 or the study owner (Optuna) and broadcast to the group; :func:`run_job` trains and scores it on
-the group and turns the result into a table row. :class:`Session` holds the bookkeeping of one
-process for one run of the campaign (busy time, elapsed campaign time, counters).
+the group and turns the result into a table row (world rank 0 reports it from the table,
+:mod:`evogan.search.follow`; what a group leader prints while training carries its group).
+:class:`Session` holds the bookkeeping of one process for one run of the campaign (busy time,
+elapsed campaign time, counters).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from mpi4py import MPI
 
 from evogan.config.search import SearchConfig
+from evogan.logs import labelled_stdout
+from evogan.progress import hushed
 from evogan.search.campaign import Campaign
 from evogan.search.fitness import Evaluation, Scorer, evaluate
 from evogan.search.space import Space
@@ -34,6 +39,7 @@ class Session:
     started: float = field(default_factory=time.perf_counter)
     busy: float = 0.0  # seconds this rank spent training and scoring candidates
     counters: dict[str, int] = field(default_factory=dict)
+    group: int = 0  # this rank's group (island) index, to label the lines its leader prints
 
     def count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
@@ -67,21 +73,16 @@ def run_job(
     workdir = session.campaign.candidate_dir(job["id"])
     parent = job.get("inherit_from")
     parent_dir = None if parent is None else session.campaign.candidate_dir(parent)
-    result: Evaluation = evaluate(
-        session.config, spec, group, workdir, session.scorer, on_step, parent_dir
-    )
+    label = labelled_stdout(f"[group {session.group}] ") if group.rank == 0 else nullcontext()
+    with label, hushed():  # the search's own display reports candidates; trainers only count
+        result: Evaluation = evaluate(
+            session.config, spec, group, workdir, session.scorer, on_step, parent_dir
+        )
     session.busy += time.perf_counter() - start
     ranks = group.allgather(MPI.COMM_WORLD.rank)
     second = session.config.fitness.second_objective
     extra = {**result.as_row(), "objectives": result.objectives(second), "ranks": ranks}
     extra["wall_s"] = time.perf_counter() - start
-    if group.rank == 0:
-        what = f"fitness {result.fitness:.4f}" if result.status == "ok" else result.reason
-        print(
-            f"search: {job['id']} on ranks {ranks}: {result.status}, {what} "
-            f"({extra['wall_s']:.1f} s)",
-            flush=True,
-        )
     return session.row(job, extra)
 
 

@@ -1,0 +1,83 @@
+"""One logging setup for evogan and the libraries it drives (Optuna above all).
+
+Optuna prints an INFO line per trial through its own handler; in a search that is hundreds of
+lines interleaved with evogan's. :func:`setup` puts a single stderr handler on the root logger
+at ``EVOGAN_LOG_LEVEL`` (WARNING by default), and :func:`route_optuna` removes Optuna's handler
+and lets its records propagate to that one, so every library's log line looks alike, is quiet
+by default and is turned up in one place.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from typing import TextIO
+
+from evogan.settings import log_level
+
+_HANDLER_NAME = "evogan"
+
+
+class _Format(logging.Formatter):
+    """``optuna: warning: Trial 3 failed ...``, the shape of ``evogan: error: ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        source = record.name.split(".")[0]
+        return f"{source}: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def setup(level: str | None = None) -> logging.Handler:
+    """Install (once) the stderr handler on the root logger; returns it."""
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if h.get_name() == _HANDLER_NAME), None)
+    if handler is None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name(_HANDLER_NAME)
+        handler.setFormatter(_Format())
+        root.addHandler(handler)
+    root.setLevel(level or log_level())
+    return handler
+
+
+def route_optuna(level: str | None = None) -> None:
+    """Send Optuna's records through :func:`setup`'s handler at evogan's level (call after
+    importing optuna: it installs its own handler on first use)."""
+    import optuna
+
+    setup(level)
+    optuna.logging.disable_default_handler()
+    optuna.logging.enable_propagation()
+    logging.getLogger("optuna").setLevel(level or log_level())
+
+
+class _Labelled(io.TextIOBase):
+    """A text stream that starts every line with ``label``."""
+
+    def __init__(self, stream: TextIO, label: str) -> None:
+        self.stream = stream
+        self.label = label
+        self.fresh = True
+
+    def write(self, text: str) -> int:
+        pieces = []
+        for piece in text.splitlines(keepends=True):
+            if self.fresh:
+                pieces.append(self.label)
+            pieces.append(piece)
+            self.fresh = piece.endswith("\n")
+        self.stream.write("".join(pieces))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@contextmanager
+def labelled_stdout(label: str) -> Iterator[None]:
+    """Prefix every line printed in the block with ``label`` (``[group 2] epoch 1/3: ...``):
+    several rank groups share one log, and a line must say which group wrote it."""
+    with redirect_stdout(_Labelled(sys.stdout, label)):
+        yield

@@ -1,0 +1,125 @@
+"""Search progress on world rank 0: "candidate k of N, best so far, ETA" as candidates finish.
+
+Candidates finish on every rank group and each group's writer (island leader or study owner)
+appends its rows to the campaign table. Rank 0 learns about all of them by following the
+table files from a background thread, so the backends need no extra messages and the lines
+keep coming while rank 0 itself trains a candidate or waits for the other groups.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from evogan.progress import Task, format_seconds, progress
+from evogan.search.campaign import TABLE, Campaign
+
+POLL_SECONDS = 1.0
+"""How often rank 0 looks for new table rows (a candidate trains for minutes)."""
+
+
+class TableFollower:
+    """The complete rows appended to a campaign's table files since the previous call."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.offsets: dict[Path, int] = {}
+
+    def new_rows(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        if not self.folder.is_dir():
+            return rows
+        for path in sorted(self.folder.glob("*.jsonl")):
+            offset = self.offsets.get(path, 0)
+            with open(path, "rb") as stream:
+                stream.seek(offset)
+                data = stream.read()
+            complete = data.rfind(b"\n") + 1  # a line still being written waits for its end
+            for line in data[:complete].splitlines():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a torn line left by a killed session
+            self.offsets[path] = offset + complete
+        return rows
+
+
+class Tally:
+    """Candidates trained so far (all sessions) and the best fitness among them."""
+
+    def __init__(self, target: int, earlier: list[dict[str, Any]]) -> None:
+        self.target = target
+        self.done = 0
+        self.best: tuple[float, str] | None = None
+        for row in earlier:
+            self.count(row)
+        self.earlier = self.done
+
+    def count(self, row: dict[str, Any]) -> bool:
+        """Count ``row``; False for a genome refused before training (not a candidate)."""
+        if row.get("status") == "invalid":
+            return False
+        self.done += 1
+        fitness = row.get("fitness")
+        ok = row.get("status") == "ok" and fitness is not None and math.isfinite(fitness)
+        if ok and (self.best is None or fitness < self.best[0]):
+            self.best = (float(fitness), row["id"])
+        return True
+
+    def line(self, row: dict[str, Any], eta: float) -> str:
+        """``search: candidate 5 of 64: i01g002c00 on ranks [2, 3] ok, fitness 2.3761 in 4.9 s;
+        best so far 2.3761 (i00g001c01); ETA 3m20s``."""
+        if row.get("status") == "ok":
+            outcome = f"ok, fitness {row['fitness']:.4f}"
+        else:
+            outcome = f"{row.get('status')} ({row.get('reason')})"
+        best = "none yet" if self.best is None else f"{self.best[0]:.4f} ({self.best[1]})"
+        return (
+            f"search: candidate {self.done} of {self.target}: {row['id']} on ranks "
+            f"{row.get('ranks')} {outcome} in {row.get('wall_s', 0.0):.1f} s; "
+            f"best so far {best}; ETA {format_seconds(eta)}"
+        )
+
+
+@contextmanager
+def follow_candidates(campaign: Campaign, target: int, show: bool) -> Iterator[None]:
+    """While the block runs, print one line per finished candidate and keep a progress display
+    (with rate and ETA over this session's candidates); nothing when ``show`` is false."""
+    if not show:
+        yield
+        return
+    follower = TableFollower(campaign.path / TABLE)
+    tally = Tally(target, follower.new_rows())
+    left = max(target - tally.earlier, 0)
+    with progress("search", total=left, unit="candidates") as task:
+        out = sys.stdout  # inside the display: a rich bar keeps these lines above itself
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(POLL_SECONDS):
+                _report(follower, tally, task, out)
+
+        thread = threading.Thread(target=watch, name="evogan-search-follow", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            _report(follower, tally, task, out)
+
+
+def _report(follower: TableFollower, tally: Tally, task: Task, out: TextIO) -> None:
+    for row in follower.new_rows():
+        if not tally.count(row):
+            continue
+        best = "" if tally.best is None else f"best {tally.best[0]:.4f}"
+        task.update(tally.done - tally.earlier, note=best)
+        out.write(tally.line(row, task.eta()) + "\n")
+        out.flush()

@@ -1,0 +1,152 @@
+"""Progress display and log routing: the Task's counting, rate, ETA and line; plain lines when
+stderr is not a terminal; nothing on ranks that do not show; one labelled log format for Optuna;
+and a real 2-rank search whose stdout reports "candidate k of N" and carries no Optuna INFO."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evogan import progress as progress_module
+from evogan.logs import labelled_stdout
+from evogan.progress import Task, format_seconds, hushed, progress
+from tests.conftest import REPO, mpi_env, mpirun
+
+
+def test_format_seconds_reads_at_a_glance() -> None:
+    assert format_seconds(0) == "0s"
+    assert format_seconds(59.4) == "59s"
+    assert format_seconds(75) == "1m15s"
+    assert format_seconds(4000) == "1h06m"
+    assert format_seconds(float("inf")) == "?"
+    assert format_seconds(float("nan")) == "?"
+
+
+def test_task_counts_and_estimates_from_its_rate() -> None:
+    task = Task("validate", total=100, unit="events", stream=None)
+    task.advance(10)
+    task.advance(15, note="score 0.41")
+    assert task.completed == 25
+    task.started = time.monotonic() - 10.0  # 25 events in 10 s
+    assert task.rate == pytest.approx(2.5, rel=1e-3)
+    assert task.eta() == pytest.approx(30.0, rel=1e-3)
+    assert task.line() == "validate: 25/100 events (25%), 2.5 events/s, ETA 30s, score 0.41"
+    task.update(100)
+    assert task.eta() == 0.0
+    assert "(100%)" in task.line() and "ETA 0s" in task.line()
+
+
+def test_task_without_total_has_no_eta() -> None:
+    task = Task("scan", total=None, unit="", stream=None)
+    task.advance(3)
+    assert task.eta() == float("inf")
+    assert task.line().startswith("scan: 3, ")
+    assert "ETA" not in task.line()
+
+
+def test_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("EVOGAN_PROGRESS", "auto")
+    monkeypatch.setattr(progress_module, "LINE_SECONDS", 0.0)  # a line on every update
+    with progress("inspect", total=4, unit="events") as task:
+        for _ in range(4):
+            task.advance(1)
+    err = capsys.readouterr().err.splitlines()
+    pattern = r"inspect: (\d)/4 events \(\d+%\), [\d.e+]+ events/s, ETA \S+"
+    seen = [int(re.fullmatch(pattern, line).group(1)) for line in err]
+    assert seen[:4] == [1, 2, 3, 4]
+    assert seen[-1] == 4  # the closing line says where the work ended
+
+
+def test_nothing_shown_off_rank_zero_or_when_hushed(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("EVOGAN_PROGRESS", "lines")
+    monkeypatch.setattr(progress_module, "LINE_SECONDS", 0.0)
+    with progress("train", total=3, unit="steps", show=False) as task:
+        task.advance(3)
+    assert task.completed == 3
+    with hushed(), progress("train", total=3, unit="steps") as task:
+        task.advance(3)
+    assert task.completed == 3
+    assert capsys.readouterr().err == ""
+    with progress("train", total=3, unit="steps") as task:  # hushed() ended: shown again
+        task.advance(3)
+    assert "train: 3/3 steps" in capsys.readouterr().err
+
+
+def test_labelled_stdout_prefixes_every_line(capsys) -> None:
+    with labelled_stdout("[group 2] "):
+        print("epoch 1/3: d_loss 1.0")
+        sys.stdout.write("two ")
+        sys.stdout.write("parts\nand\nlines\n")
+    print("after")
+    assert capsys.readouterr().out.splitlines() == [
+        "[group 2] epoch 1/3: d_loss 1.0",
+        "[group 2] two parts",
+        "[group 2] and",
+        "[group 2] lines",
+        "after",
+    ]
+
+
+OPTUNA_STUDY = (
+    "from evogan.logs import route_optuna\n"
+    "route_optuna()\n"
+    "import optuna\n"
+    "optuna.create_study().optimize(lambda t: t.suggest_float('x', 0, 1), n_trials=2)\n"
+    "optuna.logging.get_logger('optuna').warning('a warning gets through')\n"
+)
+
+
+@pytest.mark.parametrize("level", ["", "INFO"])
+def test_optuna_lines_go_through_evogan_logging(level: str) -> None:
+    env = mpi_env()
+    env.pop("EVOGAN_LOG_LEVEL", None)
+    if level:
+        env["EVOGAN_LOG_LEVEL"] = level
+    result = subprocess.run(
+        [sys.executable, "-c", OPTUNA_STUDY], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert "optuna: warning: a warning gets through" in lines
+    assert not any(line.startswith("[I ") or line.startswith("[W ") for line in lines)
+    infos = [line for line in lines if line.startswith("optuna: info: ")]
+    assert len(infos) == (3 if level else 0)  # study created, trial 0 and 1 finished
+
+
+def test_search_reports_candidate_k_of_n_and_labels_group_lines(
+    tmp_path: Path, monkeypatch
+) -> None:
+    raw = yaml.safe_load((REPO / "configs" / "arch_search_tiny.yaml").read_text())
+    raw.update(
+        backend="optuna",
+        candidates=3,
+        ranks_per_group=1,
+        base=str(REPO / "configs" / "gan3d_tiny.yaml"),
+        budget={"kind": "steps", "amount": 1},
+        fitness={"members": 1, "beta": 0.5, "test_events": 20, "energy_bins": 2},
+    )
+    raw["data"]["synthetic"]["events"] = 60
+    config = tmp_path / "search.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = ["-m", "evogan", "search", str(config), "--run-dir", str(tmp_path / "campaign")]
+    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path / "cache"))
+    result = mpirun(2, args, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout.splitlines()
+    ks = [
+        int(m.group(1)) for m in map(re.compile(r"search: candidate (\d) of 3: ").match, out) if m
+    ]
+    assert ks == [1, 2, 3], result.stdout
+    reports = [line for line in out if line.startswith("search: candidate ")]
+    assert all("best so far" in line and "ETA" in line for line in reports)
+    # Every line is the search's own or labelled with the group that printed it.
+    assert all(line.startswith(("search: ", "[group 0] ", "[group 1] ")) for line in out), out
+    assert any(line.startswith("[group 1] ") for line in out)
+    both = result.stdout + result.stderr
+    assert "[I " not in both and "optuna: info" not in both and "A new study" not in both
