@@ -1,4 +1,4 @@
-"""The public 3DGAN HDF5 layouts (REFERENCE.md section 1) and evogan's own.
+"""The public 3DGAN HDF5 layouts (docs/physics.md section 1) and evogan's own.
 
 ``fixed25`` (a), ``raw51`` (b) and ``processed51`` (c) are the public files; ``evogan`` is what
 evogan writes (synthetic sets, GAN samples): any cell shape, ``ecal_units`` declared.

@@ -1,7 +1,7 @@
 """Turning showers into network inputs: 2D projections, cell scaling, energy targets.
 
 The regressor of the GA study sees a 2D image per shower: the 3D cells summed over one
-transverse axis, keeping the longitudinal development (REFERENCE.md section 5). Arrays for it
+transverse axis, keeping the longitudinal development (docs/physics.md section 5). Arrays for it
 are built by streaming the data set, so memory holds the projections only (51 x 25 floats per
 event instead of 51 x 51 x 25).
 """
