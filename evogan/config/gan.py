@@ -153,6 +153,14 @@ class GanSpec(StrictModel):
         return self.latent_size - 1 - int(self.conditioning.angle)
 
 
+class GanCheckpointConfig(StrictModel):
+    """When a training run commits a checkpoint: every ``every_epochs`` epochs, and mid-epoch
+    once ``every_seconds`` have passed since the last one (0: epoch ends only)."""
+
+    every_epochs: PositiveInt = 1
+    every_seconds: float = Field(default=600.0, ge=0)
+
+
 class Gan3dConfig(StrictModel):
     """``task: gan3d``: data, architecture spec, data-parallel trainer and run output."""
 
@@ -161,6 +169,7 @@ class Gan3dConfig(StrictModel):
     data: DataConfig = Field(default_factory=DataConfig)
     spec: GanSpec
     trainer: ParallelConfig = Field(default_factory=ParallelConfig)
+    checkpoint: GanCheckpointConfig = Field(default_factory=GanCheckpointConfig)
     run: RunConfig = Field(default_factory=RunConfig)
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel
+from evogan.errors import ConfigError
 
 
 class ParallelConfig(StrictModel):
@@ -17,6 +18,10 @@ class ParallelConfig(StrictModel):
     sends its generator gradients around a ring without waiting; ``group_size`` ranks form an
     inner ring used every step, their leaders an outer ring fed every ``outer_every`` epochs;
     ``rma`` moves the inner ring into MPI one-sided windows.
+
+    Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
+    set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
+    and keeps the best one (docs/gan.md).
     """
 
     mode: Literal["sync", "arar"] = "sync"
@@ -27,10 +32,13 @@ class ParallelConfig(StrictModel):
     steps_per_epoch: PositiveInt | None = None
     batch_size: PositiveInt | None = None
     shuffle: bool = True
-    checkpoint_every: PositiveInt = 1
     bucket_mb: float = Field(default=4.0, gt=0)
     ring_depth: PositiveInt = 2
     device: Literal["cpu", "cuda"] = "cpu"
+    validate_every: PositiveInt | None = None
+    validate_every_seconds: float | None = Field(default=None, gt=0)
+    validation_events: PositiveInt | None = None
+    validation_bins: PositiveInt = 5
 
     @model_validator(mode="after")
     def _mode_options(self) -> ParallelConfig:
@@ -41,4 +49,14 @@ class ParallelConfig(StrictModel):
                 f"group_size applies to mode = 'arar' only, got group_size = {self.group_size!r} "
                 "with mode = 'sync'"
             )
+        if self.validate_every is not None and self.validate_every > self.epochs:
+            raise ConfigError(
+                f"trainer.validate_every = {self.validate_every} is larger than trainer.epochs = "
+                f"{self.epochs}, "
+                "so no validation would run; lower trainer.validate_every or raise trainer.epochs"
+            )
         return self
+
+    @property
+    def validates(self) -> bool:
+        return self.validate_every is not None or self.validate_every_seconds is not None

@@ -293,14 +293,15 @@ def _train_member(
     train_config.trainer.epochs += inherited
     on_step = _step_hook(group, start, budget.timeout_s, hook)
     began = time.perf_counter()  # a seconds budget counts the first epoch too
-    train_gan3d(train_config, run_dir, world=group, on_step=on_step)
+    resume = inherited > 0
+    train_gan3d(train_config, run_dir, resume=resume, world=group, on_step=on_step, signals=False)
     while budget.kind == "seconds":
         _check_finite(run_dir, group)
         more = group.bcast(time.perf_counter() - began < budget.amount, root=0)
         if not more:
             break
         train_config.trainer.epochs += 1
-        train_gan3d(train_config, run_dir, world=group, on_step=on_step)
+        train_gan3d(train_config, run_dir, resume=True, world=group, on_step=on_step, signals=False)
     _check_finite(run_dir, group)
     if trainer.mode == "arar":
         return [run_dir / ENSEMBLE / f"rank-{r:05d}.h5" for r in range(group.size)], inherited

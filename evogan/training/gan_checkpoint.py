@@ -1,11 +1,14 @@
-"""Checkpoints of a data-parallel 3DGAN run: one HDF5 file per rank and epoch, committed by an
-atomic marker, so a run killed at any moment resumes from a complete, consistent epoch.
+"""Checkpoints of a data-parallel 3DGAN run: one HDF5 file per writing rank and checkpoint,
+committed by an atomic marker, so a run killed at any moment resumes from a complete,
+consistent position (epoch and step within it).
 
-Every rank writes ``checkpoints/epoch-EEEEE-rank-RRRRR.h5`` (atomically, via
-:func:`evogan.store.save_weights`); after a barrier rank 0 replaces ``checkpoint.json`` with the
-epoch and the file list, then the previous epoch's files are removed. Nothing is gathered to
-one rank, so checkpoint memory stays per rank at any scale. In sync mode the replicas are
-identical and only rank 0 writes.
+Every writing rank writes ``checkpoints/ckpt-NNNNNN-rank-RRRRR.h5`` (atomically, via
+:func:`evogan.store.save_weights`); after a barrier rank 0 replaces ``checkpoint.json`` with
+the position and the file list, then removes every other file in ``checkpoints/`` (the previous
+checkpoint, and the leftovers of one that was killed before its commit). Until that moment the
+previous checkpoint stays complete and committed. In sync mode the replicas are identical and
+only rank 0 writes, adding every rank's batch-norm running statistics and partial-epoch sums
+(they differ per rank), so a resumed run continues bit-identically.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from typing import Any
 import torch
 from mpi4py import MPI
 
+from evogan import __version__
 from evogan.errors import EvoganError
 from evogan.store import load_weights, save_weights
 from evogan.store.rundir import RunDir
 
 MARKER = "checkpoint.json"
 FOLDER = "checkpoints"
+FORMAT = 2
+"""Checkpoint layout version: 2 adds the step within the epoch and per-rank extras."""
 
 
 @dataclass
@@ -33,6 +39,8 @@ class RankState:
     g_optimizer: torch.optim.Optimizer
     d_optimizer: torch.optim.Optimizer
     rng: torch.Generator
+    buffers: list[torch.Tensor]
+    """This rank's floating-point module buffers (batch-norm running statistics)."""
 
 
 def _optimizer_tensors(prefix: str, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
@@ -55,59 +63,82 @@ def _optimizer_state(
     return {"state": state, "param_groups": groups}
 
 
-def rank_file(epoch: int, rank: int) -> str:
-    return f"{FOLDER}/epoch-{epoch:05d}-rank-{rank:05d}.h5"
+def rank_file(serial: int, rank: int) -> str:
+    return f"{FOLDER}/ckpt-{serial:06d}-rank-{rank:05d}.h5"
 
 
-def save_rank(run: RunDir, epoch: int, rank: int, state: RankState, meta: dict[str, Any]) -> None:
-    """Write this rank's state after ``epoch`` completed epochs (not yet committed)."""
+def save_rank(
+    run: RunDir,
+    name: str,
+    state: RankState,
+    extras: dict[int, tuple[list[torch.Tensor], dict[str, Any]]],
+    meta: dict[str, Any],
+) -> None:
+    """Write one rank's state (not yet committed); ``extras`` maps a rank to its buffers and
+    its own JSON state (position, partial sums), for every rank this file restores."""
     tensors: dict[str, torch.Tensor] = {}
-    for name in ("generator", "discriminator"):
-        module = getattr(state, name)
-        tensors.update({f"{name}/{k}": v for k, v in module.state_dict().items()})
+    for net in ("generator", "discriminator"):
+        module = getattr(state, net)
+        tensors.update({f"{net}/{k}": v for k, v in module.state_dict().items()})
     tensors.update(_optimizer_tensors("g_optimizer", state.g_optimizer))
     tensors.update(_optimizer_tensors("d_optimizer", state.d_optimizer))
     tensors["rng"] = state.rng.get_state()
+    for rank, (buffers, _own) in extras.items():
+        tensors.update({f"buffers/{rank}/{i}": b for i, b in enumerate(buffers)})
     groups = {
         "g_optimizer": state.g_optimizer.state_dict()["param_groups"],
         "d_optimizer": state.d_optimizer.state_dict()["param_groups"],
     }
-    save_weights(run.file(rank_file(epoch, rank)), tensors, {**meta, "param_groups": groups})
+    ranks = {str(rank): own for rank, (_buffers, own) in extras.items()}
+    save_weights(run.file(name), tensors, {**meta, "param_groups": groups, "ranks": ranks})
 
 
-def commit(run: RunDir, comm: MPI.Comm, epoch: int, writers: int, meta: dict[str, Any]) -> None:
-    """Collective: once every writer's file is on disk, make ``epoch`` the one to resume from."""
+def commit(run: RunDir, comm: MPI.Comm, files: list[str], meta: dict[str, Any]) -> None:
+    """Collective: once every writer's file is on disk, make ``files`` the checkpoint to resume
+    from, then remove everything else in ``checkpoints/``."""
     comm.Barrier()
     if comm.rank == 0:
-        previous = read_marker(run) if run.file(MARKER).is_file() else None
-        files = [rank_file(epoch, r) for r in range(writers)]
-        run.write_json(MARKER, {**meta, "epoch": epoch, "files": files})
-        for name in (previous or {}).get("files", []):
-            if name not in files:
-                run.file(name).unlink(missing_ok=True)
+        run.write_json(MARKER, {**meta, "format": FORMAT, "evogan": __version__, "files": files})
+        keep = {run.file(name).name for name in files}
+        for path in run.file(FOLDER).iterdir():
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+    comm.Barrier()
 
 
 def read_marker(run: RunDir) -> dict[str, Any]:
-    """The committed checkpoint of ``run`` (one clear error when there is none)."""
+    """The committed checkpoint of ``run``; one clear error when there is none or when another
+    evogan version or checkpoint format wrote it."""
     path = run.file(MARKER)
     if not path.is_file():
         raise EvoganError(
-            f"{run.path} holds no checkpoint ({MARKER} missing); it did not finish an epoch, "
+            f"{run.path} holds no checkpoint ({MARKER} missing), so there is nothing to resume; "
             "start a new run instead"
         )
-    return run.read_json(MARKER)
+    marker = run.read_json(MARKER)
+    version, layout = marker.get("evogan", "an older version"), marker.get("format", 1)
+    if version != __version__ or layout != FORMAT:
+        raise EvoganError(
+            f"{run.path} was checkpointed by evogan {version} (checkpoint format {layout}); this "
+            f"is evogan {__version__} (format {FORMAT}): resume it with evogan {version} or "
+            "start a new run"
+        )
+    return marker
 
 
-def load_rank(run: RunDir, file_name: str, state: RankState) -> dict[str, Any]:
-    """Restore ``state`` in place from one rank file; returns the file's metadata."""
+def load_rank(run: RunDir, file_name: str, state: RankState, rank: int) -> dict[str, Any]:
+    """Restore ``state`` in place from one file; returns ``rank``'s own JSON state."""
     tensors, meta = load_weights(run.file(file_name))
-    for name in ("generator", "discriminator"):
-        module = getattr(state, name)
-        prefix = f"{name}/"
+    for net in ("generator", "discriminator"):
+        module = getattr(state, net)
+        prefix = f"{net}/"
         own = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
         module.load_state_dict(own)
     groups = meta["param_groups"]
     for name in ("g_optimizer", "d_optimizer"):
         getattr(state, name).load_state_dict(_optimizer_state(name, tensors, groups[name]))
     state.rng.set_state(tensors["rng"])
-    return meta
+    with torch.no_grad():
+        for index, buffer in enumerate(state.buffers):
+            buffer.copy_(tensors[f"buffers/{rank}/{index}"])
+    return meta["ranks"][str(rank)]

@@ -1,15 +1,19 @@
-"""The epoch loop of data-parallel 3DGAN training: batches, steps, metrics, checkpoints.
+"""The epoch loop of data-parallel 3DGAN training: batches, steps, metrics, checkpoints, stops.
 
-Ranks meet once per epoch: rank 0 gathers every rank's figures into one JSONL record (mean
-losses, samples/s of the whole job, share of step time spent exchanging gradients) and a
-checkpoint is committed every ``trainer.checkpoint_every`` epochs.
+Ranks meet at every epoch end: rank 0 gathers every rank's figures into one JSONL record (mean
+losses, samples/s of the whole job, share of step time spent exchanging gradients). Checkpoints
+are committed every ``checkpoint.every_epochs`` epochs, mid-epoch once
+``checkpoint.every_seconds`` have passed, and when the ranks agreed to stop
+(:mod:`evogan.training.gan_cadence`). A checkpoint holds the position (epoch, step) and the
+partial sums of the epoch, so a resumed run replays the epoch's batch order, skips the steps it
+already took and continues exactly where it stopped.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,12 +23,16 @@ from mpi4py import MPI
 from evogan.config.gan import Gan3dConfig
 from evogan.distributed.comm import Layout
 from evogan.evolution.seeding import numpy_generator
+from evogan.progress import progress
 from evogan.store import MetricsWriter, RunDir
 from evogan.training import gan_checkpoint as ckpt
-from evogan.training.data_parallel import average_tensors
+from evogan.training.gan_cadence import CHECKPOINT, VALIDATE, Cadence
+
+LEARNING_CURVE = "learning_curve.png"
 
 if TYPE_CHECKING:
     from evogan.training.gan_trainer import ParallelGanStep
+    from evogan.training.gan_validation import TrainingValidation
 
 # A rank's shard is read once and kept in memory when it is at most this large.
 CACHE_BYTES = 2 << 30
@@ -37,6 +45,20 @@ class StepInfo:
     rank: int
     epoch: int
     step: int
+
+
+@dataclass
+class Position:
+    """Where one rank is: ``step`` steps into epoch ``epoch`` (0-based), the epoch's partial
+    sums (losses, seconds), and the run's wall seconds so far (across resumes)."""
+
+    epoch: int = 0
+    step: int = 0
+    sums: dict[str, float] = field(default_factory=dict)
+    elapsed: float = 0.0
+
+    def own(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "step": self.step, "sums": self.sums, "elapsed": self.elapsed}
 
 
 def iter_batches(
@@ -68,28 +90,45 @@ def iter_batches(
 def rank_state(parallel: ParallelGanStep) -> ckpt.RankState:
     step = parallel.step
     return ckpt.RankState(
-        step.generator, step.discriminator, step.g_optimizer, step.d_optimizer, step.rng
+        step.generator,
+        step.discriminator,
+        step.g_optimizer,
+        step.d_optimizer,
+        step.rng,
+        float_buffers(parallel),
     )
 
 
 def float_buffers(parallel: ParallelGanStep) -> list[torch.Tensor]:
     """Batch-norm running statistics: they drift apart per rank in sync mode (each rank sees
-    its own batches), so they are averaged before anything is saved."""
+    its own batches); checkpoints keep every rank's, saved models their mean."""
     modules = (parallel.step.generator, parallel.step.discriminator)
     return [b for m in modules for b in m.buffers() if b.is_floating_point()]
 
 
 def save_checkpoint(
-    config: Gan3dConfig, world: MPI.Comm, run: RunDir, parallel: ParallelGanStep, epoch: int
+    config: Gan3dConfig,
+    world: MPI.Comm,
+    run: RunDir,
+    parallel: ParallelGanStep,
+    position: Position,
+    serial: int,
+    extra: dict[str, Any],
 ) -> None:
-    """Collective: every rank (sync: rank 0 only) writes its state, then the epoch is committed."""
+    """Collective: every rank (sync: rank 0, with every rank's buffers and position) writes,
+    then the checkpoint ``serial`` is committed; the training state is left untouched."""
     sync = config.trainer.mode == "sync"
-    if sync:
-        average_tensors(world, float_buffers(parallel))
-    meta = {"epoch": epoch, "world_size": world.size, "mode": config.trainer.mode}
+    mine = ([b.detach().clone() for b in float_buffers(parallel)], position.own())
+    extras = world.gather(mine, root=0) if sync else [mine]
+    meta = {"world_size": world.size, "mode": config.trainer.mode, "serial": serial}
     if world.rank == 0 or not sync:
-        ckpt.save_rank(run, epoch, world.rank, rank_state(parallel), {**meta, "rank": world.rank})
-    ckpt.commit(run, world, epoch, 1 if sync else world.size, meta)
+        ranks = range(world.size) if sync else [world.rank]
+        own = dict(zip(ranks, extras, strict=True))
+        name = ckpt.rank_file(serial, world.rank)
+        ckpt.save_rank(run, name, rank_state(parallel), own, {**meta, "rank": world.rank})
+    files = [ckpt.rank_file(serial, r) for r in range(1 if sync else world.size)]
+    lead = {"epoch": position.epoch, "step": position.step, **extra}
+    ckpt.commit(run, world, files, {**meta, **lead})
 
 
 def _chunk_source(shard: Any, chunk_events: int) -> Callable[[], Iterator[Any]]:
@@ -100,15 +139,16 @@ def _chunk_source(shard: Any, chunk_events: int) -> Callable[[], Iterator[Any]]:
     return lambda: shard.iter_chunks(chunk_events)
 
 
-def _epoch_record(epoch: int, figures: list[dict[str, Any]]) -> dict[str, Any]:
-    """One JSONL record from every rank's figures of an epoch."""
+def _epoch_record(epoch: int, steps: int, figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """One JSONL record from every rank's sums of an epoch."""
     wall = max(f["wall_s"] for f in figures)
     samples = sum(f["samples"] for f in figures)
     shares = [f["comm_s"] / f["step_s"] if f["step_s"] > 0 else 0.0 for f in figures]
     record: dict[str, Any] = {
         "kind": "epoch",
         "epoch": epoch + 1,
-        "steps": figures[0]["steps"],
+        "step": (epoch + 1) * steps,
+        "steps": steps,
         "ranks": len(figures),
         "samples": samples,
         "wall_s": wall,
@@ -124,86 +164,191 @@ def _epoch_record(epoch: int, figures: list[dict[str, Any]]) -> dict[str, Any]:
     return record
 
 
-def run_epochs(
-    config: Gan3dConfig,
-    layout: Layout,
-    parallel: ParallelGanStep,
-    run: RunDir,
-    shard: Any,
-    batch: int,
-    steps: int,
-    start_epoch: int,
-    on_step: Callable[[StepInfo], None] | None,
-) -> dict[str, Any]:
-    """Train epochs ``start_epoch .. trainer.epochs``; returns the summary (complete on rank 0)."""
-    world, trainer = layout.world, config.trainer
-    rank, lead = world.rank, world.rank == 0
-    chunks = _chunk_source(shard, config.data.chunk_events)
-    metrics = MetricsWriter(run.file("metrics.jsonl")) if lead else None
-    if metrics is not None and start_epoch:
-        metrics.write({"kind": "resume", "epoch": start_epoch, "ranks": world.size})
-    records: list[dict[str, Any]] = []
-    for epoch in range(start_epoch, trainer.epochs):
+@dataclass
+class Outcome:
+    """How :meth:`EpochLoop.run` ended: the summary records, or a stop at ``position``."""
+
+    records: list[dict[str, Any]]
+    stopped: bool
+    position: Position
+
+
+def draw_learning_curve(run: RunDir) -> None:
+    """Redraw ``learning_curve.png`` from everything in the run's metrics (rank 0)."""
+    from evogan.plots.learning import plot_learning_curve
+
+    plot_learning_curve(run.metrics(), run.file(LEARNING_CURVE), title=run.name)
+
+
+class EpochLoop:
+    """Trains epochs up to ``trainer.epochs`` from a :class:`Position` (collective)."""
+
+    def __init__(
+        self,
+        config: Gan3dConfig,
+        layout: Layout,
+        parallel: ParallelGanStep,
+        run: RunDir,
+        shard: Any,
+        shape: tuple[int, int],
+        cadence: Cadence,
+        validation: TrainingValidation | None,
+        serial: int,
+    ) -> None:
+        self.config, self.world, self.parallel, self.run = config, layout.world, parallel, run
+        self.batch, self.steps = shape
+        self.cadence, self.validation, self.serial = cadence, validation, serial
+        self.lead = self.world.rank == 0
+        self.chunks = _chunk_source(shard, config.data.chunk_events)
+        self.metrics = MetricsWriter(run.file("metrics.jsonl")) if self.lead else None
+        self.records: list[dict[str, Any]] = []
+        self.validated: tuple[int, int] | None = None
+        self.started = time.monotonic()
+
+    def run_epochs(self, position: Position, on_step: Callable[[StepInfo], None] | None) -> Outcome:
+        """Train until ``trainer.epochs`` or an agreed stop (checkpointed before returning)."""
+        epochs = self.config.trainer.epochs
+        self.started = time.monotonic() - position.elapsed
+        total = (epochs - position.epoch) * self.steps - position.step
+        try:
+            with progress("train", total=total, unit="steps", show=self.lead) as task:
+                while position.epoch < epochs:
+                    if not self._epoch(position, on_step, task):
+                        self._stop(position)
+                        return Outcome(self.records, True, position)
+            if self.validation is not None and self.validated != (position.epoch, 0):
+                self._validate(position)
+        finally:
+            if self.metrics is not None:
+                self.metrics.close()
+        return Outcome(self.records, False, position)
+
+    def _epoch(self, pos: Position, on_step: Callable[[StepInfo], None] | None, task) -> bool:
+        """One epoch from ``pos`` (its steps, then the epoch end); False on an agreed stop."""
+        config, rank, epoch = self.config, self.world.rank, pos.epoch
+        trainer = config.trainer
         shuffle = numpy_generator(config.seed, "gan3d", "batches", rank, epoch)
         outer = (epoch + 1) % trainer.outer_every == 0
-        sums: dict[str, float] = {}
-        start = time.perf_counter()
-        batches = iter_batches(chunks, batch, steps, shuffle if trainer.shuffle else None)
+        batches = iter_batches(
+            self.chunks, self.batch, self.steps, shuffle if trainer.shuffle else None
+        )
         for index, (ecal, energy, theta) in enumerate(batches):
-            figures = parallel.train_step(
+            if index < pos.step:  # done before the checkpoint this run resumed from
+                continue
+            start = time.perf_counter()
+            figures = self.parallel.train_step(
                 torch.from_numpy(ecal),
                 torch.from_numpy(energy),
                 torch.from_numpy(theta),
-                outer=outer and index == steps - 1,
+                outer=outer and index == self.steps - 1,
             )
-            for key, value in figures.items():
-                sums[key] = sums.get(key, 0.0) + value
             if on_step is not None:
                 on_step(StepInfo(rank, epoch, index))
-            if lead and (index + 1) % config.run.progress_every == 0:
-                print(
-                    f"epoch {epoch + 1}/{trainer.epochs} step {index + 1}/{steps} "
-                    f"d_loss {figures['d_loss']:.4g} g_loss {figures['g_loss']:.4g}",
-                    flush=True,
-                )
-        comm_s, step_s = sums.pop("comm_s"), sums.pop("step_s")
+            figures["wall_s"] = time.perf_counter() - start
+            for key, value in figures.items():
+                pos.sums[key] = pos.sums.get(key, 0.0) + value
+            pos.step = index + 1
+            note = f"epoch {epoch + 1}/{trainer.epochs}, d_loss {figures['d_loss']:.3g}"
+            task.advance(1, note=f"{note}, g_loss {figures['g_loss']:.3g}")
+            stop, actions = self.cadence.after_step()
+            if stop:
+                return False
+            self._act(actions, pos)
+        stop, actions = self.cadence.epoch_end()
+        if stop:
+            return False
+        self._end_epoch(pos)
+        every = trainer.validate_every
+        if every is not None and pos.epoch % every == 0:
+            actions |= VALIDATE
+        last = pos.epoch == trainer.epochs
+        if pos.epoch % config.checkpoint.every_epochs == 0 or last:
+            actions |= CHECKPOINT
+        self._act(actions, pos)
+        return True
+
+    def _end_epoch(self, pos: Position) -> None:
+        """Gather the epoch's figures into one record (rank 0) and move to the next epoch."""
+        sums, steps = dict(pos.sums), self.steps
         mine = {
-            "samples": steps * batch,
-            "steps": steps,
-            "wall_s": time.perf_counter() - start,
-            "comm_s": comm_s,
-            "step_s": step_s,
+            "samples": steps * self.batch,
+            "wall_s": sums.pop("wall_s"),
+            "comm_s": sums.pop("comm_s"),
+            "step_s": sums.pop("step_s"),
             "losses": {key: value / steps for key, value in sums.items()},
-            "received": parallel.g_exchange.stats.received if trainer.mode == "arar" else None,
+            "received": self.parallel.g_exchange.stats.received
+            if self.config.trainer.mode == "arar"
+            else None,
         }
-        gathered = world.gather(mine, root=0)
-        if metrics is not None:
-            record = _epoch_record(epoch, gathered)
-            metrics.write(record)
-            records.append(record)
-            print(
-                f"epoch {epoch + 1}/{trainer.epochs}: d_loss {record['d_loss']:.4g} "
-                f"g_loss {record['g_loss']:.4g}, {record['samples_per_s']:.1f} samples/s on "
-                f"{world.size} rank(s), {100 * record['comm_share']:.1f}% of step time in "
-                "communication",
-                flush=True,
+        gathered = self.world.gather(mine, root=0)
+        epoch = pos.epoch
+        pos.epoch, pos.step, pos.sums = epoch + 1, 0, {}
+        if self.metrics is None:
+            return
+        record = _epoch_record(epoch, steps, gathered)
+        record["wall_seconds"] = self._elapsed(pos)
+        self.metrics.write(record)
+        self.records.append(record)
+        print(
+            f"epoch {epoch + 1}/{self.config.trainer.epochs}: d_loss {record['d_loss']:.4g} "
+            f"g_loss {record['g_loss']:.4g}, {record['samples_per_s']:.1f} samples/s on "
+            f"{self.world.size} rank(s), {100 * record['comm_share']:.1f}% of step time in "
+            "communication",
+            flush=True,
+        )
+
+    def _act(self, actions: int, pos: Position) -> None:
+        if actions & VALIDATE and self.validation is not None:
+            self._validate(pos)
+        if actions & CHECKPOINT:
+            self._checkpoint(pos)
+
+    def _elapsed(self, pos: Position) -> float:
+        pos.elapsed = time.monotonic() - self.started
+        return pos.elapsed
+
+    def _validate(self, pos: Position) -> None:
+        step = pos.epoch * self.steps + pos.step
+        at = {"epoch": pos.epoch, "step": step, "wall_seconds": self._elapsed(pos)}
+        generator = self.parallel.step.generator
+        score = self.validation.validate(generator, self.run, self.metrics, at)
+        self.validated = (pos.epoch, pos.step)
+        self.cadence.done(VALIDATE)
+        if score is not None:
+            best = self.validation.best
+            print(f"validation at step {step}: score {score:.4g} (best {best:.4g})", flush=True)
+            draw_learning_curve(self.run)
+
+    def _checkpoint(self, pos: Position) -> None:
+        self._elapsed(pos)
+        best = self.validation.best if self.validation is not None else None
+        save_checkpoint(
+            self.config, self.world, self.run, self.parallel, pos, self.serial, {"best": best}
+        )
+        self.serial += 1
+        self.cadence.done(CHECKPOINT)
+
+    def _stop(self, pos: Position) -> None:
+        """Checkpoint where this rank stopped and say so in the metrics."""
+        self._checkpoint(pos)
+        if self.metrics is not None:
+            self.metrics.write(
+                {
+                    "kind": "stop",
+                    "epoch": pos.epoch,
+                    "step": pos.epoch * self.steps + pos.step,
+                    "wall_seconds": pos.elapsed,
+                    "signal": self.cadence.signal_name,
+                }
             )
-        if (epoch + 1) % trainer.checkpoint_every == 0 or epoch + 1 == trainer.epochs:
-            save_checkpoint(config, world, run, parallel, epoch + 1)
-    if metrics is not None:
-        metrics.close()
-    return _summary(config, world, start_epoch, steps, batch, records)
 
 
-def _summary(
-    config: Gan3dConfig,
-    world: MPI.Comm,
-    start_epoch: int,
-    steps: int,
-    batch: int,
-    records: list[dict[str, Any]],
+def summary(
+    config: Gan3dConfig, world: MPI.Comm, start: Position, shape: tuple[int, int], records: list
 ) -> dict[str, Any]:
+    """The run's ``summary.json`` (complete on rank 0)."""
     trainer = config.trainer
+    batch, steps = shape
     wall = sum(r["wall_s"] for r in records)
     samples = sum(r["samples"] for r in records)
     last = records[-1] if records else {}
@@ -215,7 +360,8 @@ def _summary(
         "outer_every": trainer.outer_every,
         "ranks": world.size,
         "epochs_done": trainer.epochs,
-        "resumed_from_epoch": start_epoch,
+        "resumed_from_epoch": start.epoch,
+        "resumed_from_step": start.step,
         "steps_per_epoch": steps,
         "batch_per_rank": batch,
         "samples_per_s": samples / wall if wall > 0 else 0.0,

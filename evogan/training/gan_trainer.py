@@ -14,6 +14,7 @@ in arar mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
@@ -31,7 +32,8 @@ from evogan.config.base import dump
 from evogan.config.gan import Gan3dConfig, GanSpec
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout, split_layout
-from evogan.errors import EvoganError
+from evogan.distributed.signals import StopFlag, catch_stop_signals
+from evogan.errors import EvoganError, RunStopped
 from evogan.evolution.seeding import torch_generator
 from evogan.models.gan3d import Discriminator, Generator, build_models
 from evogan.models.gan_io import save_generator
@@ -44,10 +46,21 @@ from evogan.training.data_parallel import (
     average_tensors,
     broadcast_parameters,
 )
-from evogan.training.gan_loop import StepInfo, float_buffers, rank_state, run_epochs
+from evogan.training.gan_cadence import Cadence
+from evogan.training.gan_loop import (
+    EpochLoop,
+    Position,
+    StepInfo,
+    draw_learning_curve,
+    float_buffers,
+    rank_state,
+    summary,
+)
 from evogan.training.gan_step import GanStep
+from evogan.training.gan_validation import TrainingValidation
 
 ENSEMBLE = "generators"
+LAST_MODEL = "last_model.h5"
 DISCRIMINATOR = "discriminator.h5"
 MANIFEST = "manifest.json"
 
@@ -154,17 +167,22 @@ def share_cores(world: MPI.Comm) -> None:
 
 
 def _open_run(
-    config: Gan3dConfig, world: MPI.Comm, run_dir: Path | None
+    config: Gan3dConfig, world: MPI.Comm, run_dir: Path | None, resume: bool
 ) -> tuple[RunDir, dict[str, Any] | None]:
-    """A new run directory (made by rank 0), or the run ``run_dir`` already holds a checkpoint
-    of, checked on every rank before anything is loaded."""
-    if run_dir is None or not (Path(run_dir) / ckpt.MARKER).is_file():
+    """A new run directory (made by rank 0; an existing non-empty one is refused), or with
+    ``resume`` the run ``run_dir`` holds a committed checkpoint of, checked before anything is
+    loaded."""
+    if not resume:
         path = None
         if world.rank == 0:
             name = config.run.name
             path = str(RunDir.create("gan3d", root=config.run.root, name=name, path=run_dir).path)
         return RunDir(world.bcast(path, root=0)), None
+    if run_dir is None:
+        raise EvoganError("resume needs the run directory to continue: --resume RUN")
     run = RunDir(run_dir)
+    if not run.path.is_dir():
+        raise EvoganError(f"run directory {run.path} does not exist; nothing to resume")
     marker = ckpt.read_marker(run)
     if marker["world_size"] != world.size:
         raise EvoganError(
@@ -177,21 +195,27 @@ def _open_run(
             f"{config.trainer.epochs}; raise it to continue, e.g. --set trainer.epochs="
             f"{marker['epoch'] + 1}"
         )
+    _check_same_computation(run, config)
+    return run, marker
+
+
+def _check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
+    """Refuse, naming the key, a config that would not continue the stored computation."""
     stored = yaml.safe_load(run.file(CONFIG).read_text())
     given = config.model_dump(mode="json")
-    for key in ("seed", "spec"):
+    for key in ("seed", "spec", "data"):
         if stored.get(key) != given[key]:
             raise EvoganError(
                 f"{run.path} was trained with a different {key}; resume it with the config it "
-                f"stored: evogan train {run.file(CONFIG)} --resume {run.path}"
+                f"stored: evogan train --resume {run.path}"
             )
-    for key in ("mode", "rma", "group_size", "batch_size"):
+    computing = ("mode", "rma", "group_size", "outer_every", "batch_size", "steps_per_epoch")
+    for key in (*computing, "shuffle", "device"):
         if stored["trainer"].get(key) != given["trainer"][key]:
             raise EvoganError(
                 f"{run.path} was trained with trainer.{key} = {stored['trainer'].get(key)!r}; "
                 f"resume it with the same value (got {given['trainer'][key]!r})"
             )
-    return run, marker
 
 
 def _manifest(config: Gan3dConfig, layout: Layout, layouts: list[dict[str, Any]]) -> dict:
@@ -212,32 +236,19 @@ def _manifest(config: Gan3dConfig, layout: Layout, layouts: list[dict[str, Any]]
     }
 
 
-def _load_shard(config: Gan3dConfig, world: MPI.Comm) -> Any:
+def _load_data(config: Gan3dConfig, world: MPI.Comm) -> tuple[Any, Any]:
+    """This rank's training shard and the held-out validation set (test split)."""
     from evogan.data.reader import open_dataset
 
     announce = print if world.rank == 0 else (lambda _message: None)
-    train, _test = open_dataset(config.data, announce=announce)
-    return train.shard(world.rank, world.size)
+    train, test = open_dataset(config.data, announce=announce)
+    wanted = config.trainer.validation_events or len(test)
+    return train.shard(world.rank, world.size), test.take(min(wanted, len(test)))
 
 
-def train_gan3d(
-    config: Gan3dConfig,
-    run_dir: Path | None = None,
-    *,
-    world: MPI.Comm | None = None,
-    on_step: Callable[[StepInfo], None] | None = None,
-) -> RunDir:
-    """Train ``config`` on every rank of ``world``; returns the run directory (all ranks).
-
-    A ``run_dir`` that holds a committed checkpoint is resumed from it (same rank count,
-    spec, seed and mode), training on up to ``trainer.epochs``.
-    """
-    world = MPI.COMM_WORLD if world is None else world
+def _shape(config: Gan3dConfig, world: MPI.Comm, shard: Any, held_out: Any) -> tuple[int, int]:
+    """(batch per rank, steps per epoch), refusing data too small for them in one line."""
     trainer = config.trainer
-    group_size = trainer.group_size if trainer.mode == "arar" else None
-    layout = split_layout(world, None, group_size)
-    device = _device(trainer, world)  # bad settings are refused before a run directory exists
-    shard = _load_shard(config, world)
     batch = trainer.batch_size or config.spec.batch_size
     steps = world.allreduce(len(shard) // batch, op=MPI.MIN)
     if steps < 1:
@@ -246,45 +257,113 @@ def train_gan3d(
             f"every rank needs at least one batch of trainer.batch_size = {batch} showers, but a "
             f"rank holds {smallest}; use more events, fewer ranks or a smaller batch"
         )
-    steps = min(steps, trainer.steps_per_epoch or steps)
-    run, marker = _open_run(config, world, run_dir)
+    if trainer.validates and len(held_out) < batch:
+        raise EvoganError(
+            f"the held-out validation set has {len(held_out)} showers, fewer than one batch "
+            f"({batch}); raise trainer.validation_events or data.test_fraction"
+        )
+    return batch, min(steps, trainer.steps_per_epoch or steps)
+
+
+def resume_command(run: RunDir, world: MPI.Comm) -> str:
+    launcher = f"mpirun -n {world.size} " if world.size > 1 else ""
+    return f"{launcher}evogan train --resume {run.path}"
+
+
+def train_gan3d(
+    config: Gan3dConfig,
+    run_dir: Path | None = None,
+    *,
+    resume: bool = False,
+    world: MPI.Comm | None = None,
+    on_step: Callable[[StepInfo], None] | None = None,
+    signals: bool = True,
+) -> RunDir:
+    """Train ``config`` on every rank of ``world``; returns the run directory (all ranks).
+
+    ``resume`` continues ``run_dir`` from its last committed checkpoint (same rank count,
+    spec, data, seed, mode and batch) up to ``trainer.epochs``; otherwise a new run is made.
+    With ``signals``, SIGTERM/SIGINT on any rank stops every rank after a checkpoint and
+    raises :class:`RunStopped` (callers with their own stop handling pass False).
+    """
+    world = MPI.COMM_WORLD if world is None else world
+    flag = StopFlag()
+    with catch_stop_signals(flag) if signals else contextlib.nullcontext():
+        return _train(config, run_dir, resume, world, on_step, flag)
+
+
+def _train(
+    config: Gan3dConfig,
+    run_dir: Path | None,
+    resume: bool,
+    world: MPI.Comm,
+    on_step: Callable[[StepInfo], None] | None,
+    flag: StopFlag,
+) -> RunDir:
+    trainer = config.trainer
+    group_size = trainer.group_size if trainer.mode == "arar" else None
+    device = _device(trainer, world)  # bad settings are refused before a run directory exists
+    shard, held_out = _load_data(config, world)
+    shape = _shape(config, world, shard, held_out)
+    run, marker = _open_run(config, world, run_dir, resume)
+    layout = split_layout(world, None, group_size)
     if device == "cpu":
         share_cores(world)
     parallel = build_parallel_step(config.spec, trainer, layout, config.seed, device)
     layouts = world.gather(layout.describe(), root=0)
-    start_epoch = 0
+    position, serial, best = Position(), 1, None
     if marker is not None:
         files = marker["files"]
-        start_epoch = marker["epoch"]
         own = files[0] if len(files) == 1 else files[world.rank]
-        ckpt.load_rank(run, own, rank_state(parallel))
+        state = ckpt.load_rank(run, own, rank_state(parallel), world.rank)
+        position = Position(state["epoch"], state["step"], state["sums"], state["elapsed"])
+        serial, best = marker["serial"] + 1, marker.get("best")
     elif world.rank == 0:
         run.write_json(MANIFEST, _manifest(config, layout, layouts))
     if world.rank == 0:
         run.write_config(dump(config))
-    summary = run_epochs(config, layout, parallel, run, shard, batch, steps, start_epoch, on_step)
+        if marker is not None:
+            record = {"kind": "resume", "epoch": position.epoch, "ranks": world.size}
+            with run.metrics_writer() as metrics:
+                metrics.write({**record, "step": position.epoch * shape[1] + position.step})
+    validation = TrainingValidation(config, world, held_out, best) if trainer.validates else None
+    every = config.checkpoint.every_seconds
+    cadence = Cadence(world, flag, trainer.mode, every, trainer.validate_every_seconds)
+    loop = EpochLoop(config, layout, parallel, run, shard, shape, cadence, validation, serial)
+    start = Position(position.epoch, position.step)
+    outcome = loop.run_epochs(position, on_step)
     stats = world.gather(parallel.close(), root=0)
-    _save_models(config, world, run, parallel, summary["epochs_done"])
+    cadence.close()
+    if outcome.stopped:
+        layout.free()
+        where = f"epoch {outcome.position.epoch + 1} step {outcome.position.step}"
+        if world.rank == 0:
+            print(f"stopped by {cadence.signal_name} at {where}; checkpoint in {run.path}")
+        raise RunStopped(resume_command(run, world))
+    _save_models(config, world, run, parallel, validation is None)
     if world.rank == 0:
-        summary["exchange"] = stats
-        run.write_summary(summary)
-        epochs = summary["epochs_done"]
-        print(f"trained {epochs} epoch(s) on {world.size} rank(s); run in {run.path}")
+        result = summary(config, world, start, shape, outcome.records)
+        result["exchange"] = stats
+        if validation is not None:
+            result["best_score"] = validation.best
+        run.write_summary(result)
+        draw_learning_curve(run)
+        print(f"trained {trainer.epochs} epoch(s) on {world.size} rank(s); run in {run.path}")
     layout.free()
     return run
 
 
 def _save_models(
-    config: Gan3dConfig, world: MPI.Comm, run: RunDir, parallel: ParallelGanStep, epochs: int
+    config: Gan3dConfig, world: MPI.Comm, run: RunDir, parallel: ParallelGanStep, best: bool
 ) -> None:
-    """The final generator as ``best_model.h5`` (self-describing, for ``evogan generate`` and
-    ``evogan validate``) and the discriminator; in arar mode also every rank's generator,
-    usable as ensemble members."""
+    """The final generator as ``last_model.h5`` (also ``best_model.h5`` when no validation
+    picked one; both self-describing, for ``evogan generate`` and ``evogan validate``) and the
+    discriminator; in arar mode also every rank's generator, usable as ensemble members."""
     sync = config.trainer.mode == "sync"
     if sync:
         average_tensors(world, float_buffers(parallel))
     meta = {
-        "epochs": epochs,
+        "epochs": config.trainer.epochs,
         "mode": config.trainer.mode,
         "world_size": world.size,
         "seed": config.seed,
@@ -295,7 +374,9 @@ def _save_models(
         name = run.file(f"{ENSEMBLE}/rank-{world.rank:05d}.h5")
         save_generator(name, config.spec, step.generator, meta)
     if world.rank == 0:
-        save_generator(run.file(BEST_MODEL), config.spec, step.generator, meta)
+        save_generator(run.file(LAST_MODEL), config.spec, step.generator, meta)
+        if best:
+            save_generator(run.file(BEST_MODEL), config.spec, step.generator, meta)
         d_meta = {**meta, "kind": "gan3d-discriminator"}
         save_weights(run.file(DISCRIMINATOR), step.discriminator.state_dict(), d_meta)
     world.Barrier()

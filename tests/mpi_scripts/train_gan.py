@@ -2,41 +2,61 @@
 
 ``--slow-rank R`` sleeps on rank R after every step (the rings must not wait for it);
 ``--fail-rank R --fail-step S`` raises on rank R at step S while the others are inside
-collective calls (the job must end promptly with the rank named).
+collective calls (the job must end promptly with the rank named); ``--signal-rank R
+--signal-step S`` sends SIGTERM to rank R's own process after global step S, as Slurm does at
+the end of an allocation. A stopped run exits with EXIT_STOPPED like the CLI.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import sys
 import time
 from pathlib import Path
 
 from evogan.config import load_config
 from evogan.distributed import guard
+from evogan.errors import EXIT_STOPPED, RunStopped
 from evogan.training.gan_loop import StepInfo
 from evogan.training.gan_trainer import train_gan3d
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("config", type=Path)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--resume", action="store_true")
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument("--slow-seconds", type=float, default=0.2)
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-step", type=int, default=0)
+    parser.add_argument("--signal-rank", type=int, default=-1)
+    parser.add_argument("--signal-step", type=int, default=0)
     args = parser.parse_args()
+    steps = {"done": 0}
 
     def on_step(info: StepInfo) -> None:
+        steps["done"] += 1
         if info.rank == args.slow_rank:
             time.sleep(args.slow_seconds)
         if info.rank == args.fail_rank and info.step == args.fail_step:
             raise RuntimeError(f"injected failure at epoch {info.epoch} step {info.step}")
+        if info.rank == args.signal_rank and steps["done"] == args.signal_step:
+            os.kill(os.getpid(), signal.SIGTERM)
 
-    train_gan3d(load_config(args.config, args.overrides), args.run_dir, on_step=on_step)
+    config = load_config(args.config, args.overrides)
+    try:
+        train_gan3d(config, args.run_dir, resume=args.resume, on_step=on_step)
+    except RunStopped as stopped:
+        print(stopped, flush=True)
+        return EXIT_STOPPED
+    return 0
 
 
 if __name__ == "__main__":
     with guard():
-        main()
+        code = main()
+    sys.exit(code)

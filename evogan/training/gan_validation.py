@@ -1,0 +1,122 @@
+"""Validation during GAN training: score the current generator on held-out showers with the
+physics score (:mod:`evogan.physics`), log it and keep the best generator.
+
+The reference (features of ``trainer.validation_events`` showers of the test split, disjoint
+from the training showers) is built once, on rank 0; every validation generates showers for the
+same primaries and angles from the same noise stream, so two scores differ by what the
+generator learned, not by the draw. In sync mode the ranks' batch-norm running statistics are
+averaged into a copy (the training state is not touched), as for the saved model.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from evogan.config.gan import Gan3dConfig
+from evogan.evolution.seeding import torch_generator
+from evogan.models.gan3d import Generator
+from evogan.models.gan_io import save_generator
+from evogan.progress import progress
+from evogan.store import BEST_MODEL, MetricsWriter, RunDir
+from evogan.training.data_parallel import average_tensors
+
+GENERATE_BATCH = 128
+
+
+def generator_buffers(generator: torch.nn.Module) -> list[torch.Tensor]:
+    return [b for b in generator.buffers() if b.is_floating_point()]
+
+
+def averaged_generator(world: MPI.Comm, generator: Generator, sync: bool) -> Generator | None:
+    """Collective: rank 0 gets a copy of its generator, in sync mode with the batch-norm
+    statistics averaged over ranks; other ranks get None."""
+    buffers = generator_buffers(generator)
+    if sync:
+        buffers = [b.detach().clone() for b in buffers]
+        average_tensors(world, buffers)
+    if world.rank != 0:
+        return None
+    model = copy.deepcopy(generator)
+    with torch.no_grad():
+        for mine, value in zip(generator_buffers(model), buffers, strict=True):
+            mine.copy_(value)
+    return model
+
+
+class TrainingValidation:
+    """Scores generators against one fixed reference; rank 0 holds the state."""
+
+    def __init__(
+        self, config: Gan3dConfig, world: MPI.Comm, held_out: Any, best: float | None
+    ) -> None:
+        from evogan.physics import Reference
+
+        self.config = config
+        self.world = world
+        self.best = best
+        self.reference = self.floor = self.spread = None
+        if world.rank == 0:
+            chunk = held_out.read()
+            self.energy = chunk.energy
+            self.theta = chunk.theta if config.spec.conditioning.angle else None
+            bins = config.trainer.validation_bins
+            self.reference = Reference.from_showers(
+                chunk.ecal, chunk.energy, bins=bins, seed=config.seed, theta=self.theta
+            )
+            floor = self.reference.floor()
+            self.floor, self.spread = floor["score"], floor["spread"]
+
+    def validate(
+        self,
+        generator: Generator,
+        run: RunDir,
+        metrics: MetricsWriter | None,
+        at: dict[str, Any],
+    ) -> float | None:
+        """Collective: score ``generator`` (rank 0's) at ``at`` (epoch, step, wall_seconds);
+        write the record and, when it is the best so far, ``best_model.h5``. Returns the score
+        on rank 0."""
+        sync = self.config.trainer.mode == "sync"
+        model = averaged_generator(self.world, generator, sync)
+        if model is None:
+            return None
+        showers = self._generate(model)
+        score = float(self.reference.score(showers, self.energy, self.theta).score)
+        best = self.best is None or score < self.best
+        if best:
+            self.best = score
+            meta = {
+                **at,
+                "score": score,
+                "seed": self.config.seed,
+                "picked": "best validation score",
+            }
+            save_generator(run.file(BEST_MODEL), self.config.spec, model, meta)
+        record = {"kind": "validation", **at, "score": score, "floor": self.floor, "best": best}
+        record["floor_spread"] = self.spread
+        if metrics is not None:
+            metrics.write(record)
+        return score
+
+    def _generate(self, model: Generator) -> np.ndarray:
+        from evogan.physics.validation import generate_showers
+
+        spec, n = self.config.spec, len(self.energy)
+        rng = torch_generator(self.config.seed, "gan3d", "validation", device=_device(model))
+        parts = []
+        with progress("validation: generate", total=n, unit="showers") as task:
+            for lo in range(0, n, GENERATE_BATCH):
+                hi = min(lo + GENERATE_BATCH, n)
+                theta = None if self.theta is None else self.theta[lo:hi]
+                parts.append(generate_showers(spec, model, self.energy[lo:hi], theta, rng))
+                task.advance(hi - lo)
+        return np.concatenate(parts)
+
+
+def _device(model: torch.nn.Module) -> str:
+    return str(next(model.parameters()).device)
