@@ -1,25 +1,38 @@
-"""``evogan validate MODEL_OR_RUN DATA``: physics validation of a 3DGAN generator (or ensemble).
+"""``evogan validate GENERATED REFERENCE``: score showers against reference showers.
 
-Generates one GAN shower per reference shower (same primary energy and angle), compares the
-observables of :mod:`evogan.physics.validation`, and writes ``score.json`` and
-``validation.png`` into ``--out`` (default: ``RUN/validation`` for a run directory, else
-``validation/`` next to the model file).
+GENERATED is a 3DGAN generator file, a gan3d run directory (one shower per reference shower,
+same primary energy and angle) or shower files in any layout the reader reads (another tool's
+output, or Geant4 against Geant4). The selection score of :mod:`evogan.physics.score` is
+printed next to its independent-sample floor; ``score.json``, ``features.png`` and
+``profiles.png`` go to ``--out`` (default ``RUN/validation`` for a run directory, else
+``validation/`` beside GENERATED).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import h5py
+import numpy as np
+
 from evogan.commands.options import require_counts
-from evogan.errors import EvoganError
+from evogan.errors import DataError, EvoganError
+
+RANGE_TOLERANCE = 0.05  # of the reference's energy span: sampling noise at the range ends
 
 
 def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
-    parser = subparsers.add_parser(name, help="compare a 3DGAN generator's showers with data")
-    parser.add_argument("model", type=Path, help="generator .h5 file or gan3d run directory")
-    parser.add_argument("data", help="reference HDF5 shower file(s): path or glob")
+    parser = subparsers.add_parser(name, help="score generated showers against reference showers")
+    parser.add_argument(
+        "generated", help="generator .h5 file, gan3d run directory, or shower file(s) (path/glob)"
+    )
+    parser.add_argument("reference", help="reference HDF5 shower file(s): path or glob")
     parser.add_argument("--out", type=Path, help="output directory (created if missing)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument(
         "--events", type=int, default=2000, help="reference showers to use (default: 2000)"
     )
@@ -28,9 +41,12 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         nargs="+",
         type=Path,
         default=[],
-        metavar="MODEL",
-        help="more generators (files or run directories): validate MODEL plus these as an "
-        "ensemble, same noise and conditions for every member",
+        metavar="MODEL_OR_RUN",
+        help="more generators (files, or run directories: their per-rank generators): score "
+        "GENERATED plus these as an ensemble, same noise and conditions for every member",
+    )
+    parser.add_argument(
+        "--beta", type=float, default=None, help="ensemble score = mean + beta x std (default 1)"
     )
     parser.add_argument("--bins", type=int, default=5, help="equal-count energy bins (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed (same seed, same showers)")
@@ -38,88 +54,254 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.set_defaults(handler=run)
 
 
+@dataclass
+class Job:
+    """What to score: generator members or a shower set, with the reference."""
+
+    reference: object  # evogan.physics.Reference
+    chunk: object  # the reference ShowerChunk
+    files: list[str]
+    members: list[Path] = field(default_factory=list)
+    showers: object = None  # a generated ShowerChunk
+    notes: list[str] = field(default_factory=list)
+
+
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--events", "--bins", "--batch-size")
     from evogan.data.reader import ShowerDataset, open_files
-    from evogan.models.gan_io import find_generator, load_generator
+    from evogan.physics import Reference
 
-    paths = [find_generator(p) for p in [args.model, *args.ensemble]]
-    models = [load_generator(p)[:2] for p in paths]
-    spec = models[0][0]
-    dataset = ShowerDataset.from_files(open_files(args.data))
-    if tuple(dataset.shape) != tuple(spec.output_shape):
-        raise EvoganError(
-            f"data cells {dataset.shape} must match the generator's output_shape "
-            f"{tuple(spec.output_shape)}; pass showers of the window the model was trained on"
-        )
-    out = args.out or _default_out(args.model)
-    out.mkdir(parents=True, exist_ok=True)
+    dataset = ShowerDataset.from_files(open_files(args.reference))
     chunk = dataset.read(args.events)
-    files = [str(p) for p in dataset.files]
-    print(f"validating {paths[0]} on {len(chunk)} showers from {', '.join(files)}")
-    report = _validate(models, paths, chunk, out / "validation.png", args)
-    report["data"] = files
-    from evogan.store import atomic_write, to_json
+    theta = chunk.theta if np.ptp(chunk.theta) > 0 else None
+    reference = Reference.from_showers(
+        chunk.ecal, chunk.energy, bins=args.bins, seed=args.seed, theta=theta
+    )
+    job = Job(reference, chunk, [str(p) for p in dataset.files])
+    generated = Path(args.generated)
+    if generated.is_dir() or _is_generator(generated):
+        _prepare_generators(job, generated, args)
+    else:
+        _prepare_showers(job, args)
+    report, figures = _score(job, args)
+    say = _printer(args.json)
+    for note in job.notes:
+        say(f"note: {note}")
+    report["floor"] = reference.floor()
+    out = args.out or _default_out(generated)
+    _write(report, figures, out, job)
+    if args.json:
+        from evogan.store import to_json
 
-    atomic_write(out / "score.json", to_json(report, indent=2) + "\n")
-    line = f"score {report['score']:.4f} (sampling fraction {report['sampling_fraction']:.4f}, "
-    line += f"profiles {report['profiles']:.4f}, moments {report['moments']:.4f})"
-    if "ensemble" in report:
-        ens = report["ensemble"]
-        line += (
-            f"; ensemble of {ens['members']}: score {ens['score_mean']:.4f} +- "
-            f"{ens['score_std']:.4f}, ensemble-mean score {ens['ensemble_mean_score']['score']:.4f}"
-        )
-    print(line)
-    print(f"wrote {out / 'score.json'} and {out / 'validation.png'}")
+        print(to_json(report))
+    else:
+        _summary(report, out)
     return 0
 
 
-def _validate(models: list, paths: list[Path], chunk, png: Path, args) -> dict:
-    import torch
+def _is_generator(path: Path) -> bool:
+    from evogan.models.gan_io import KIND
+    from evogan.store.weights import FORMAT
 
-    from evogan.physics.ensemble import ensemble_validation
-    from evogan.physics.validation import (
-        equal_count_edges,
-        generate_showers,
-        shower_stats,
-        validation_score,
-    )
-    from evogan.plots.gan import plot_validation
+    if not path.is_file() or not h5py.is_hdf5(path):
+        return False
+    with h5py.File(path, "r") as handle:
+        if handle.attrs.get("format") != FORMAT:
+            return False
+        return json.loads(handle.attrs.get("meta", "{}")).get("kind") == KIND
 
-    spec, generator = models[0]
-    theta = chunk.theta if spec.conditioning.angle else None
-    edges = equal_count_edges(chunk.energy, args.bins)
-    reference = shower_stats(chunk.ecal, chunk.energy, edges)
-    rng = torch.Generator().manual_seed(args.seed)
-    showers = generate_showers(spec, generator, chunk.energy, theta, rng, args.batch_size)
-    stats = shower_stats(showers, chunk.energy, edges)
-    report: dict = {
-        **validation_score(reference, stats),
-        "model": str(paths[0]),
-        "spec": spec.name,
-        "events": len(chunk),
-        "seed": args.seed,
-        "reference": reference.to_json(),
-        "gan": stats.to_json(),
+
+def _prepare_generators(job: Job, generated: Path, args: argparse.Namespace) -> None:
+    from evogan.models.gan_io import find_generator
+    from evogan.physics.members import expand, unique_members
+
+    paths = [find_generator(generated)]
+    for extra in args.ensemble:
+        paths += expand(extra)
+    job.members, job.notes = unique_members(paths)
+
+
+def _prepare_showers(job: Job, args: argparse.Namespace) -> None:
+    from evogan.data.reader import ShowerDataset, open_files
+
+    if args.ensemble:
+        raise EvoganError(
+            f"--ensemble needs generators, but GENERATED {args.generated} holds showers; "
+            "pass a generator file or run directory"
+        )
+    dataset = ShowerDataset.from_files(open_files(args.generated))
+    job.showers = dataset.read(args.events)
+    _check_window(tuple(dataset.shape), job.chunk.ecal.shape[1:], "generated showers")
+    if len(job.showers) < args.bins:
+        raise DataError(
+            f"generated showers must number at least --bins ({args.bins}), got "
+            f"{len(job.showers)}; pass more showers or fewer --bins"
+        )
+    _check_energies(job.showers.energy, job.chunk.energy, job.notes)
+
+
+def _check_window(found: tuple, expected: tuple, what: str) -> None:
+    if tuple(found) != tuple(expected):
+        raise DataError(
+            f"{what} have cells {tuple(found)}, the reference {tuple(expected)}; compare "
+            "showers of the same cell window"
+        )
+
+
+def _check_energies(gen: np.ndarray, ref: np.ndarray, notes: list[str]) -> None:
+    """Error when the primary-energy ranges do not overlap, warning when the generated
+    energies cover less than the reference's range."""
+    g_lo, g_hi, r_lo, r_hi = float(gen.min()), float(gen.max()), float(ref.min()), float(ref.max())
+    if g_hi < r_lo or g_lo > r_hi:
+        raise DataError(
+            f"generated and reference primary energies must overlap, got {g_lo:g}-{g_hi:g} GeV "
+            f"and {r_lo:g}-{r_hi:g} GeV; score showers of the reference's energy range"
+        )
+    slack = RANGE_TOLERANCE * (r_hi - r_lo)
+    if g_lo > r_lo + slack or g_hi < r_hi - slack:
+        message = (
+            f"warning: generated energies {g_lo:g}-{g_hi:g} GeV cover less than the reference's "
+            f"{r_lo:g}-{r_hi:g} GeV; energy bins outside are compared with few or no showers"
+        )
+        print(f"evogan: {message}", file=sys.stderr)
+        notes.append(message)
+
+
+def _score(job: Job, args: argparse.Namespace) -> tuple[dict, dict]:
+    from evogan.physics.ensemble import BETA, combine, observables
+    from evogan.progress import progress
+
+    ref = job.reference
+    if job.showers is not None:
+        with progress("validate", total=1, unit="sets") as task:
+            chunk = job.showers
+            theta = chunk.theta if ref.has_angle else None
+            result = ref.score(chunk.ecal, chunk.energy, theta)
+            task.advance(1, note=f"score {result.score:.3f}")
+        report = {**result.to_json(), "generated": str(args.generated)}
+        return report, {
+            "table": result.table,
+            "label": "generated",
+            "std": None,
+            "observables": observables(result.table, ref.edges),
+        }
+    results, specs = _score_members(job, args)
+    first = results[0]
+    report = {**first.to_json(), "generated": str(job.members[0]), "spec": specs[0].name}
+    figures = {
+        "table": first.table,
+        "label": specs[0].name,
+        "std": None,
+        "observables": observables(first.table, ref.edges),
     }
+    if len(results) > 1:
+        beta = BETA if args.beta is None else args.beta
+        ensemble = combine(results, ref.edges, beta)
+        report["ensemble"] = {"models": [str(p) for p in job.members], **ensemble.to_json()}
+        report["score"] = ensemble.score
+        figures.update(
+            observables=ensemble.mean,
+            std=ensemble.std,
+            label=f"ensemble of {len(results)} (mean, std)",
+        )
+    return report, figures
+
+
+def _score_members(job: Job, args: argparse.Namespace) -> tuple[list, list]:
+    from evogan.models.gan_io import load_generator
+    from evogan.physics.ensemble import check_compatible, score_generator
+    from evogan.physics.members import check_origin
+    from evogan.progress import progress
+
+    models = [load_generator(p)[:2] for p in job.members]
+    specs = [spec for spec, _ in models]
+    _check_window(tuple(specs[0].output_shape), job.chunk.ecal.shape[1:], "generator showers")
     if len(models) > 1:
-        result = ensemble_validation(
-            models, reference, chunk.energy, theta, args.seed, args.batch_size
-        )
-        report["ensemble"] = {"models": [str(p) for p in paths], **result.to_json()}
-        plot_validation(
-            reference,
-            result.mean,
-            png,
-            gan_std=result.std,
-            label=f"GAN ensemble ({len(models)})",
-            title=f"{spec.name}: ensemble of {len(models)}",
-        )
-    else:
-        plot_validation(reference, stats, png, title=f"{spec.name}: {paths[0].name}")
-    return report
+        check_compatible(specs)
+        job.notes += check_origin(job.members, specs)
+    chunk, results = job.chunk, []
+    total = len(models) * len(chunk)
+    with progress("validate", total=total, unit="showers") as task:
+        for (spec, generator), path in zip(models, job.members, strict=True):
+            result = score_generator(
+                job.reference,
+                spec,
+                generator,
+                chunk.energy,
+                chunk.theta,
+                args.seed,
+                args.batch_size,
+                on_batch=task.advance,
+            )
+            task.advance(0, note=f"{path.name}: score {result.score:.3f}")
+            results.append(result)
+    return results, specs
 
 
-def _default_out(model: Path) -> Path:
-    return model / "validation" if model.is_dir() else model.parent / "validation"
+def _write(report: dict, figures: dict, out: Path, job: Job) -> None:
+    from evogan.physics.ensemble import observables
+    from evogan.plots.gan import plot_features, plot_profiles, summary_line
+    from evogan.store import atomic_write, to_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    report["reference"] = job.files
+    report["notes"] = job.notes
+    headline = summary_line(report["score"], report["floor"])
+    ref = job.reference
+    written = [out / "score.json"]
+    if figures["table"] is not None and (~figures["table"].bad).any():
+        written.append(
+            plot_features(
+                ref.table,
+                figures["table"],
+                out / "features.png",
+                headline=headline,
+                label=figures["label"],
+            )
+        )
+    written.append(
+        plot_profiles(
+            observables(ref.table, ref.edges),
+            figures["observables"],
+            out / "profiles.png",
+            energy_edges=ref.edges,
+            headline=headline,
+            label=figures["label"],
+            generated_std=figures["std"],
+        )
+    )
+    report["files"] = [str(p) for p in written]
+    atomic_write(out / "score.json", to_json(report, indent=2) + "\n")
+
+
+def _summary(report: dict, out: Path) -> None:
+    floor = report["floor"]
+    metrics = report.get("metrics", {})
+    line = f"score {report['score']:.3f} (floor {floor['score']:.3f} +- {floor['spread']:.3f})"
+    parts = [f"{k} {v['value']:.3g} +- {v['error']:.2g}" for k, v in metrics.items()]
+    print(line)
+    if parts:
+        print("  " + ", ".join(parts))
+    worst = report.get("worst_features") or []
+    if worst:
+        print(
+            "  worst features: " + ", ".join(f"{w['feature']} {w['separation']:.2f}" for w in worst)
+        )
+    if "ensemble" in report:
+        ens = report["ensemble"]
+        print(
+            f"  ensemble of {ens['members']}: members {ens['score_mean']:.3f} +- "
+            f"{ens['score_std']:.3f}, score = mean + {ens['beta']:g} x std = {ens['score']:.3f}"
+        )
+    print(f"wrote {', '.join(report['files'])}")
+
+
+def _printer(quiet_stdout: bool):
+    stream = sys.stderr if quiet_stdout else sys.stdout
+    return lambda line: print(line, file=stream)
+
+
+def _default_out(generated: Path) -> Path:
+    if generated.is_dir():
+        return generated / "validation"
+    return generated.parent / "validation"

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.gan import GanSpec
 from evogan.config.parallel import ParallelConfig
+from evogan.config.regressor import tensorboard_installed
 
 
 class GeneConfig(StrictModel):
@@ -79,6 +80,9 @@ class FitnessConfig(StrictModel):
     second_objective: Literal["none", "params", "flops"] = "none"
     test_events: PositiveInt = 100
     energy_bins: PositiveInt = 3
+    # what members are scored by (evogan.physics.score; lower is better): the selection score,
+    # or one of its reported metrics
+    metric: Literal["score", "separation", "fpd", "kpd", "classifier_auc", "sf_error"] = "score"
 
 
 class MigrationConfig(StrictModel):
@@ -114,6 +118,9 @@ class CampaignConfig(StrictModel):
     root: str | None = None
     name: str | None = None
     top: PositiveInt = 5  # best candidates kept in summary.json
+    tensorboard: bool = False  # the candidate table as TensorBoard scalars
+
+    _tensorboard = field_validator("tensorboard")(tensorboard_installed)
 
 
 class SearchConfig(StrictModel):

@@ -1,22 +1,22 @@
-"""Ensembles of 3DGAN generators: mean prediction and uncertainty (SAGIPS, equations 7-8).
+"""Ensembles of 3DGAN generators: selection score, mean prediction and uncertainty.
 
-For K generators G_k fed the *same* noise and conditions, the ensemble prediction of an
-observable O is its mean over members and the uncertainty its standard deviation over
-members::
+The selection quantity of an ensemble of K members is the mean of the members' selection
+scores plus ``beta`` times their spread (population std), never the score of the averaged
+observables: averaging would let a member with too little energy and one with too much cancel
+into a perfect-looking mean. A member that fails to generate or makes only empty showers scores
+:data:`evogan.physics.WORST`, like any other worst-class set.
+
+For the figures and JSON, the ensemble prediction of an observable O and its uncertainty follow
+SAGIPS equations 7-8, over members fed the *same* noise and conditions::
 
     O_mean = 1/K sum_k O(G_k(z))                                   (7)
     O_std  = sqrt(1/K sum_k (O(G_k(z)) - O_mean)^2)                (8)
-
-Observables here are the validation observables of :mod:`evogan.physics.validation`
-(already averaged over the batch of noise vectors, as SAGIPS reports them). The ensemble score
-is the mean and spread of the members' validation scores, plus the score of the ensemble-mean
-observables.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,15 +25,20 @@ import torch
 from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
 from evogan.models.gan3d import Generator
-from evogan.physics.validation import ShowerStats, generate_showers, shower_stats, validation_score
+from evogan.physics.features import PROFILES, FeatureTable
+from evogan.physics.score import Reference, Validation, energy_bin, worst_validation
+from evogan.physics.validation import generate_showers
+
+BETA = 1.0
+"""Default weight of the members' spread: an ensemble is ranked by a one-sigma upper score."""
+OBSERVABLES = ("energy_ratio", "centre_z_x0", "width_z_x0", "width_x_mm", "hits")
 
 
 def ensemble_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Equations 7-8 over the first axis (members): mean and population standard deviation.
 
-    NaN entries (an observable undefined for one member, e.g. moments of empty showers) are
-    left out of that entry's mean and spread.
-    """
+    NaN entries (an observable undefined for one member) are left out of that entry's mean
+    and spread."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim < 1 or values.shape[0] < 1:
         raise ValueError(f"values need a leading member axis of length >= 1, got {values.shape}")
@@ -44,70 +49,101 @@ def ensemble_moments(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, std
 
 
+def observables(table: FeatureTable | None, edges: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-set observables drawn for an ensemble, each with its standard error (``_error``):
+    unit-area mean profiles and the mean of some scalars per energy bin (NaN where the set
+    has no good showers to average)."""
+    bins = edges.size - 1
+    good = None if table is None else table.subset(~table.bad)
+    out: dict[str, np.ndarray] = {}
+    for axis in PROFILES:
+        key = f"profile_{axis}"
+        size = 1 if table is None else table.profiles[axis].shape[1]
+        out[key] = out[f"{key}_error"] = np.full(size, np.nan)
+        if good is not None and len(good) > 1:
+            rows = good.profiles[axis]
+            area = rows.mean(axis=0).sum()
+            out[key] = rows.mean(axis=0) / area
+            out[f"{key}_error"] = rows.std(axis=0, ddof=1) / np.sqrt(len(rows)) / area
+    for name in OBSERVABLES:
+        mean, error = np.full(bins, np.nan), np.full(bins, np.nan)
+        if good is not None and name in good.scalars:
+            index = energy_bin(good.energy, edges)
+            for b in range(bins):
+                values = good.scalars[name][index == b]
+                if len(values) > 1:
+                    mean[b], error[b] = values.mean(), values.std(ddof=1) / np.sqrt(len(values))
+        out[name], out[f"{name}_error"] = mean, error
+    return out
+
+
 @dataclass(frozen=True)
 class EnsembleResult:
-    """Per-member statistics and scores, the ensemble mean/std of every observable."""
+    """Every member's validation, the selection quantity and the SAGIPS observables."""
 
-    members: list[ShowerStats]
-    scores: list[dict[str, float]]
-    mean: ShowerStats
+    members: list[Validation]
+    beta: float
+    mean: dict[str, np.ndarray]
     std: dict[str, np.ndarray]
-    mean_score: dict[str, float]  # score of the ensemble-mean observables
 
     @property
-    def score_mean(self) -> float:
-        return float(np.mean([s["score"] for s in self.scores]))
+    def scores(self) -> np.ndarray:
+        return np.array([m.score for m in self.members])
 
     @property
-    def score_std(self) -> float:
-        return float(np.std([s["score"] for s in self.scores]))
+    def score(self) -> float:
+        """mean(member scores) + beta x std(member scores): the ensemble's selection quantity."""
+        return float(self.scores.mean() + self.beta * self.scores.std())
 
     def to_json(self) -> dict:
         return {
             "members": len(self.members),
-            "member_scores": self.scores,
-            "score_mean": self.score_mean,
-            "score_std": self.score_std,
-            "ensemble_mean_score": self.mean_score,
-            "observables_mean": self.mean.to_json(),
-            "observables_std": {name: value.tolist() for name, value in self.std.items()},
+            "member_scores": self.scores.tolist(),
+            "score_mean": float(self.scores.mean()),
+            "score_std": float(self.scores.std()),
+            "beta": self.beta,
+            "score": self.score,
+            "observables_mean": {k: v.tolist() for k, v in self.mean.items()},
+            "observables_std": {k: v.tolist() for k, v in self.std.items()},
         }
 
 
-def combine(members: Sequence[ShowerStats], reference: ShowerStats) -> EnsembleResult:
-    """Ensemble statistics of members' observables (same energy bins) and their scores."""
+def combine(members: Sequence[Validation], edges: np.ndarray, beta: float = BETA) -> EnsembleResult:
+    """Ensemble of scored members (same energy bins): selection quantity and eqs. 7-8."""
     if not members:
         raise ValueError("an ensemble needs at least one member")
-    names = list(members[0].values)
-    mean_values, std_values = {}, {}
-    for name in names:
-        mean_values[name], std_values[name] = ensemble_moments(
-            np.stack([m.values[name] for m in members])
-        )
-    first = members[0]
-    mean = ShowerStats(first.energy_edges, mean_values, first.counts, first.events)
-    scores = [validation_score(reference, m) for m in members]
-    mean_score = validation_score(reference, mean)
-    return EnsembleResult(list(members), scores, mean, std_values, mean_score)
+    per_member = [observables(m.table, edges) for m in members]
+    mean, std = {}, {}
+    for name in per_member[0]:
+        width = max(len(p[name]) for p in per_member)
+        stacked = np.full((len(per_member), width), np.nan)
+        for k, p in enumerate(per_member):
+            stacked[k, : len(p[name])] = p[name]
+        mean[name], std[name] = ensemble_moments(stacked)
+    return EnsembleResult(list(members), beta, mean, std)
 
 
-def ensemble_validation(
-    models: Sequence[tuple[GanSpec, Generator]],
-    reference: ShowerStats,
+def score_generator(
+    reference: Reference,
+    spec: GanSpec,
+    generator: Generator,
     energy: np.ndarray,
     theta: np.ndarray | None,
     seed: int,
     batch_size: int = 128,
-) -> EnsembleResult:
-    """Run every generator on the same noise (a fresh stream from ``seed`` per member) and
-    conditions, and combine their observables against ``reference``."""
-    check_compatible([spec for spec, _ in models])
-    stats = []
-    for spec, generator in models:
-        rng = torch.Generator().manual_seed(seed)
-        showers = generate_showers(spec, generator, energy, theta, rng, batch_size)
-        stats.append(shower_stats(showers, energy, reference.energy_edges))
-    return combine(stats, reference)
+    on_batch: Callable[[int], None] | None = None,
+) -> Validation:
+    """One generator's showers for the reference's conditions, scored; the noise is a fresh
+    stream from ``seed`` (every ensemble member sees the same noise). A generator that fails
+    to run scores worst, with the reason."""
+    rng = torch.Generator().manual_seed(seed)
+    angle = theta if spec.conditioning.angle else None
+    try:
+        showers = generate_showers(spec, generator, energy, angle, rng, batch_size, on_batch)
+    except (RuntimeError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return worst_validation(len(energy), len(energy), f"generator failed: {first}")
+    return reference.score(showers, energy, theta)
 
 
 def check_compatible(specs: Sequence[GanSpec]) -> None:

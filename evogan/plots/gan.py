@@ -1,9 +1,12 @@
-"""Figures of ``evogan validate``: GAN showers against reference (data) showers.
+"""Figures of ``evogan validate``: generated showers against reference showers.
 
-One figure, eight panels: sampling fraction per energy bin, x/y/z unit-area profiles, first
-and second moments along z per energy bin, hit counts per energy bin and the single-cell
-energy spectrum. With an ensemble, the GAN curve is the ensemble mean and the band its
-standard deviation across members (SAGIPS equations 7-8).
+- ``features.png``: every high-level feature (and the cell spectrum) as a normalised histogram
+  of generated vs reference with Poisson error bars, and a ratio panel below each;
+- ``profiles.png``: mean energy per x slice, y slice (mm) and layer (with X0 on top), and the
+  moments per energy bin; for an ensemble, the band is the members' standard deviation (SAGIPS
+  equations 7-8).
+
+The selection score and its independent-sample floor are printed on both figures.
 """
 
 from __future__ import annotations
@@ -14,66 +17,199 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # object API: Agg rendering, no pyplot state
 
-from evogan.physics.validation import SPECTRUM_EDGES, ShowerStats
+from evogan.data import detector as det
+from evogan.physics.features import (
+    PROFILE_UNITS,
+    PROFILES,
+    SPECTRUM_EDGES,
+    UNITS,
+    FeatureTable,
+    depth_centres,
+)
 from evogan.plots import save_figure
 
-DATA_STYLE = {"color": "black", "marker": "o", "ms": 3, "lw": 1.2, "label": "data"}
-GAN_STYLE = {"color": "tab:red", "marker": "s", "ms": 3, "lw": 1.2}
+REF = {"color": "black", "label": "reference"}
+GEN = {"color": "tab:red"}
+HIST_BINS = 30
+MOMENTS = (
+    ("energy_ratio", "E_total / E_primary"),
+    ("centre_z_x0", "depth centre (X0)"),
+    ("width_z_x0", "depth width (X0)"),
+    ("width_x_mm", "x width (mm)"),
+)
 
 
-def plot_validation(
-    reference: ShowerStats,
-    gan: ShowerStats,
+def summary_line(score: float, floor: dict | None) -> str:
+    """ "score S (floor F +- s)": the number to read first on every figure."""
+    text = f"score {score:.3f}"
+    if floor:
+        text += f"  (floor {floor['score']:.3f} +- {floor['spread']:.3f}, lower is better)"
+    return text
+
+
+def plot_features(
+    reference: FeatureTable,
+    generated: FeatureTable,
     png: str | Path,
     *,
-    gan_std: dict[str, np.ndarray] | None = None,
-    label: str = "GAN",
-    title: str = "",
+    headline: str,
+    label: str = "generated",
 ) -> Path:
-    """Write the validation figure to ``png`` atomically; ``gan_std`` draws ensemble bands."""
-    png = Path(png)
-    fig = Figure(figsize=(16, 8), layout="constrained")
+    """Histogram + ratio panel for every scalar feature and the cell spectrum."""
+    names = [n for n in reference.scalars if n in generated.scalars]
+    panels = len(names) + 1
+    cols = 4
+    rows = -(-panels // cols)
+    fig = Figure(figsize=(4.2 * cols, 3.6 * rows), layout="constrained")
+    grid = fig.add_gridspec(2 * rows, cols, height_ratios=[3, 1] * rows)
+    for k in range(panels):
+        r, c = divmod(k, cols)
+        top, bottom = fig.add_subplot(grid[2 * r, c]), fig.add_subplot(grid[2 * r + 1, c])
+        if k < len(names):
+            name = names[k]
+            ref, gen = reference.scalars[name], generated.scalars[name][~generated.bad]
+            edges = _edges(ref, gen)
+            ref_h, gen_h = np.histogram(ref, edges)[0], np.histogram(gen, edges)[0]
+            xlabel = f"{name} ({UNITS.get(name, '')})"
+            ylabel = "fraction of events"
+        else:
+            edges = SPECTRUM_EDGES
+            ref_h, gen_h = reference.spectrum.sum(axis=0), generated.spectrum.sum(axis=0)
+            xlabel, ylabel = "log10(cell energy / GeV)", "fraction of cells > 3e-4 GeV"
+        _hist_pair(top, bottom, edges, ref_h, gen_h, label)
+        top.set_ylabel(ylabel)
+        bottom.set_xlabel(xlabel)
+    fig.axes[0].legend(frameon=False, fontsize=8)
+    fig.suptitle(headline)
+    return save_figure(fig, Path(png), dpi=90)
+
+
+def _edges(ref: np.ndarray, gen: np.ndarray) -> np.ndarray:
+    """Bins covering the bulk of both sets (0.5-99.5 percentiles), so a shifted generator is
+    seen next to the reference rather than off the axis."""
+    both = [np.percentile(ref, [0.5, 99.5])]
+    if len(gen):
+        both.append(np.percentile(gen, [0.5, 99.5]))
+    low, high = min(b[0] for b in both), max(b[1] for b in both)
+    if high <= low:
+        low, high = low - 0.5, high + 0.5
+    return np.linspace(low, high, HIST_BINS + 1)
+
+
+def _hist_pair(
+    top: Axes, bottom: Axes, edges: np.ndarray, ref_h: np.ndarray, gen_h: np.ndarray, label: str
+) -> None:
+    centres = 0.5 * (edges[:-1] + edges[1:])
+    for counts, style, name in ((ref_h, REF, "reference"), (gen_h, GEN, label)):
+        total = max(counts.sum(), 1)
+        top.stairs(counts / total, edges, color=style["color"], lw=1.3, label=name)
+        top.errorbar(
+            centres,
+            counts / total,
+            np.sqrt(counts) / total,
+            fmt="none",
+            ecolor=style["color"],
+            elinewidth=0.8,
+        )
+    filled = np.concatenate([ref_h, gen_h])
+    filled = filled[filled > 0]
+    if filled.size and filled.max() / filled.min() > 100:
+        top.set_yscale("log")
+    ref_n, gen_n = ref_h / max(ref_h.sum(), 1), gen_h / max(gen_h.sum(), 1)
+    ok = ref_h > 0
+    ratio = np.where(ok, gen_n / np.where(ok, ref_n, 1.0), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = ratio * np.sqrt(1.0 / np.maximum(gen_h, 1) + 1.0 / np.where(ok, ref_h, 1))
+    bottom.errorbar(centres[ok], ratio[ok], err[ok], fmt="o", ms=2.5, color="tab:red", lw=0.8)
+    bottom.axhline(1.0, color="black", lw=0.8)
+    bottom.set_ylim(0.0, 2.0)
+    bottom.set_ylabel("gen / ref")
+    top.tick_params(labelbottom=False)
+    for ax in (top, bottom):
+        ax.set_xlim(edges[0], edges[-1])
+        ax.grid(alpha=0.3)
+
+
+def plot_profiles(
+    reference: dict[str, np.ndarray],
+    generated: dict[str, np.ndarray],
+    png: str | Path,
+    *,
+    energy_edges: np.ndarray,
+    headline: str,
+    label: str = "generated",
+    generated_std: dict[str, np.ndarray] | None = None,
+) -> Path:
+    """Mean profiles along x, y (mm) and depth, and moments per energy bin.
+
+    ``reference``/``generated``: the observables of :func:`evogan.physics.ensemble.observables`
+    plus ``<name>_error`` entries (standard errors) where known."""
+    fig = Figure(figsize=(17, 8), layout="constrained")
     axes = fig.subplots(2, 4)
-    centres = 0.5 * (reference.energy_edges[:-1] + reference.energy_edges[1:])
-    panels = [
-        ("sampling_fraction", "sampling fraction (ECAL sum / E)", centres, "E (GeV)", None),
-        ("profile_x", "x profile (unit area)", None, "x (cell)", "log"),
-        ("profile_y", "y profile (unit area)", None, "y (cell)", "log"),
-        ("profile_z", "z profile (unit area)", None, "z (layer)", "log"),
-        (("moments", 2, 0), "first moment along z (layer)", centres, "E (GeV)", None),
-        (("moments", 2, 1), "second moment along z (layers)", centres, "E (GeV)", None),
-        ("hits", "hits above 3e-4 GeV", centres, "E (GeV)", None),
-        ("spectrum", "cells per event", _spectrum_x(), "log10(cell energy / GeV)", "log"),
-    ]
-    for ax, (key, ylabel, x, xlabel, yscale) in zip(axes.flat, panels, strict=True):
-        ref_y, gan_y = _pick(reference.values, key), _pick(gan.values, key)
-        xs = np.arange(len(ref_y)) if x is None else x
-        ax.plot(xs, ref_y, **DATA_STYLE)
-        ax.plot(xs, gan_y, label=label, **GAN_STYLE)
-        if gan_std is not None:
-            band = _pick(gan_std, key)
-            ax.fill_between(xs, gan_y - band, gan_y + band, color="tab:red", alpha=0.25, lw=0)
-        _decorate(ax, xlabel, ylabel, yscale)
-    axes.flat[0].legend(frameon=False)
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, png, dpi=110)
+    for ax, axis in zip(axes[0, :3], PROFILES, strict=True):
+        key = f"profile_{axis}"
+        size = len(reference[key])
+        if axis == "z":
+            x, xlabel = np.arange(size), "layer"
+        else:
+            x, xlabel = (np.arange(size) - 0.5 * (size - 1)) * det.CELL_MM, PROFILE_UNITS[axis]
+        _curves(ax, x, key, reference, generated, generated_std, label)
+        _decorate(ax, xlabel, "energy fraction per slice (unit area)", log=True)
+        if axis == "z":
+            _x0_axis(ax, size)
+    centres = 0.5 * (energy_edges[:-1] + energy_edges[1:])
+    for ax, (name, ylabel) in zip([axes[0, 3], *axes[1, :3]], MOMENTS, strict=True):
+        _curves(ax, centres, name, reference, generated, generated_std, label)
+        _decorate(ax, "primary energy (GeV)", ylabel, log=False)
+    _curves(axes[1, 3], centres, "hits", reference, generated, generated_std, label)
+    _decorate(axes[1, 3], "primary energy (GeV)", "cells > 3e-4 GeV", log=False)
+    axes[0, 0].legend(frameon=False, fontsize=8)
+    fig.suptitle(headline)
+    return save_figure(fig, Path(png), dpi=90)
 
 
-def _pick(values: dict[str, np.ndarray], key) -> np.ndarray:
-    if isinstance(key, tuple):
-        name, axis, order = key
-        return np.asarray(values[name])[:, axis, order]
-    return np.asarray(values[key])
+def _curves(
+    ax: Axes, x: np.ndarray, key: str, ref: dict, gen: dict, std: dict | None, label: str
+) -> None:
+    for values, style, name in ((ref, REF, "reference"), (gen, GEN, label)):
+        y = np.asarray(values[key], dtype=np.float64)
+        err = values.get(f"{key}_error")
+        ax.errorbar(
+            x,
+            y,
+            None if err is None else err,
+            color=style["color"],
+            marker="o",
+            ms=3,
+            lw=1.1,
+            capsize=2,
+            label=name,
+        )
+    if std is not None:
+        y = np.asarray(gen[key], dtype=np.float64)
+        ax.fill_between(
+            x, y - std[key], y + std[key], color="tab:red", alpha=0.25, lw=0, label="ensemble std"
+        )
 
 
-def _spectrum_x() -> np.ndarray:
-    return 0.5 * (SPECTRUM_EDGES[:-1] + SPECTRUM_EDGES[1:])
+def _x0_axis(ax: Axes, layers: int) -> None:
+    """Depth in X0 on the top axis (the CLIC layers are not equally thick)."""
+    depths, unit = depth_centres(layers)
+    if unit != "x0":
+        return
+    top = ax.secondary_xaxis(
+        "top",
+        functions=(
+            lambda i: np.interp(i, np.arange(layers), depths),
+            lambda t: np.interp(t, depths, np.arange(layers)),
+        ),
+    )
+    top.set_xlabel("depth (X0)")
 
 
-def _decorate(ax: Axes, xlabel: str, ylabel: str, yscale: str | None) -> None:
+def _decorate(ax: Axes, xlabel: str, ylabel: str, *, log: bool) -> None:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if yscale == "log":
+    if log:
         ax.set_yscale("log")
     ax.grid(alpha=0.3)

@@ -4,12 +4,12 @@ Every rank of the group calls :func:`evaluate` with the same candidate. The cand
 trained ``trainings`` times (one ensemble member per training in sync mode, one per rank in arar
 mode, where every rank keeps its own discriminator), with the same member seeds for every
 candidate (common random numbers make candidates comparable). Each member's generator is scored
-by :func:`evogan.physics.validation.validation_score` against held-out showers; members are
-scored in parallel across the group's ranks. ``fitness = mean + beta x std`` of member scores.
+against held-out showers by :class:`evogan.physics.Reference` (``fitness.metric``, default the
+selection score, finite for any showers: empty ones score worst-class); members are scored in
+parallel across the group's ranks. ``fitness = mean + beta x std`` of member scores.
 
 A candidate that fails in a way the campaign must survive gets ``status`` != "ok", the worst
-fitness (inf) and a one-line ``reason``: ``nan`` (non-finite losses or showers), ``empty``
-(showers with no energy, whose validation score is undefined), ``timeout``
+fitness (inf) and a one-line ``reason``: ``nan`` (non-finite losses or showers), ``timeout``
 (``budget.timeout_s``, decided collectively per step so every rank stops at the same step),
 ``memory`` (estimated need above ``budget.max_memory_mb``, known before training; ``oom`` when
 torch runs out), ``error`` (a user-level training error such as a batch larger than a shard).
@@ -35,13 +35,9 @@ from evogan.config.search import SearchConfig
 from evogan.errors import EvoganError
 from evogan.evolution.seeding import derive_seed
 from evogan.models.gan_shapes import discriminator_layers, generator_layers
-from evogan.physics.validation import (
-    ShowerStats,
-    equal_count_edges,
-    generate_showers,
-    shower_stats,
-    validation_score,
-)
+from evogan.physics import WORST as WORST_SCORE
+from evogan.physics import Reference, Validation
+from evogan.physics.validation import generate_showers
 
 WORST = math.inf
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
@@ -83,21 +79,23 @@ def memory_estimate_mb(spec: GanSpec, batch: int) -> float:
 
 
 class Scorer:
-    """Reference observables of the held-out showers, computed once per process."""
+    """Reference features of the held-out showers, computed once per process."""
 
     def __init__(self, config: SearchConfig) -> None:
         from evogan.data.reader import open_dataset
 
         _train, test = open_dataset(config.data, announce=lambda _line: None)
         chunk = test.read(min(config.fitness.test_events, len(test)))
+        self.metric = config.fitness.metric
         self.energy = chunk.energy
         self.theta = chunk.theta
-        self.edges = equal_count_edges(chunk.energy, config.fitness.energy_bins)
-        self.reference: ShowerStats = shower_stats(chunk.ecal, chunk.energy, self.edges)
+        self.reference = Reference.from_showers(
+            chunk.ecal, chunk.energy, bins=config.fitness.energy_bins, seed=SCORE_SEED
+        )
 
     def score(self, path: Path) -> float:
-        """Validation score of the generator file ``path``: NaN when its showers are not
-        finite, inf when the score is undefined (empty showers have no moments)."""
+        """``fitness.metric`` of the generator file ``path`` (lower is better): NaN when its
+        showers are not finite (training diverged), else finite."""
         from evogan.models.gan_io import load_generator
 
         spec, generator, _meta = load_generator(path)
@@ -106,10 +104,19 @@ class Scorer:
         showers = generate_showers(spec, generator, self.energy, theta, rng)
         if not np.isfinite(showers).all():
             return math.nan
-        with np.errstate(all="ignore"):
-            stats = shower_stats(showers, self.energy, self.edges)
-        score = float(validation_score(self.reference, stats)["score"])
-        return score if math.isfinite(score) else math.inf
+        return metric_value(self.reference.score(showers, self.energy), self.metric)
+
+
+def metric_value(result: Validation, metric: str) -> float:
+    """The value a search minimises: the selection score, or one reported metric (AUC as
+    its distance from 0.5); worst-class when the metric could not be measured."""
+    if metric == "score":
+        return result.score
+    entry = result.metrics.get(metric)
+    value = math.nan if entry is None else entry["value"]
+    if metric == "classifier_auc":
+        value = abs(value - 0.5)
+    return float(value) if math.isfinite(value) else WORST_SCORE
 
 
 @dataclass
@@ -245,10 +252,6 @@ def evaluate(
     if np.isnan(values).any():
         result.status = "nan"
         result.reason = "generator showers not finite (training diverged)"
-        return result
-    if not np.isfinite(values).all():
-        result.status = "empty"
-        result.reason = "generator makes empty showers: the validation score is undefined"
         return result
     result.score_mean = float(values.mean())
     result.score_std = float(values.std())
