@@ -1,16 +1,16 @@
 """The ``evogan`` command. Each subcommand lives in :mod:`evogan.commands` as a small module
-with ``add_parser(subparsers)`` and ``run(args) -> int``; this file only wires them together
-and turns user errors into one line and a non-zero exit."""
+with ``add_parser(subparsers)`` and ``run(args) -> int``; this file only wires them together.
+How a command ends (one line, exit code 0/1/2/75, run status) is
+:func:`evogan.distributed.failure.run_guarded`'s job, the same for every command."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 
 from evogan import __version__
 from evogan.distributed.failure import run_guarded
-from evogan.errors import EvoganError
+from evogan.logs import setup as setup_logging
 
 # Subcommand name -> module in evogan.commands (imported lazily so `evogan --help` is fast).
 COMMANDS = {
@@ -39,14 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return int(run_guarded(args.handler, args) or 0)
-    except EvoganError as exc:
-        print(f"evogan: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("evogan: interrupted", file=sys.stderr)
-        return 130
+    setup_logging()
+    return run_guarded(args.handler, args)
 
 
 if __name__ == "__main__":

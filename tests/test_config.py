@@ -72,6 +72,19 @@ def test_unknown_task_and_bad_files(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml")
 
 
+def test_empty_non_utf8_and_directory_configs_are_one_line(tmp_path: Path) -> None:
+    assert "is empty; start from one in configs/" in error_of(write(tmp_path, ""))
+    assert "is empty" in error_of(write(tmp_path, "# only a comment\n"))
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("run:\n  name: caf\xe9\n".encode("latin-1"))
+    assert "is not UTF-8 text (byte 16); save it as UTF-8 YAML" in error_of(latin)
+    assert "is a directory; pass a YAML file inside it" in error_of(tmp_path)
+    for path in (latin, tmp_path):
+        done = evogan("evolve", str(path))
+        assert done.returncode == 2
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
 SHIPPED = sorted(Path(__file__).parents[1].joinpath("configs").glob("*.yaml"))
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from evogan.errors import EXIT_STOPPED
 from evogan.store import load_weights, read_metrics
 from tests.conftest import REPO, evogan, mpi_env, mpirun, untimed
 
@@ -153,13 +154,16 @@ def test_sync_runs_are_identical_and_survive_a_kill(config, tmp_path) -> None:
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
     assert not (killed / "summary.json").exists()
-    resumed = evogan_mpi(2, ["evolve", "--resume", str(killed)])
+    refused = evogan_mpi(2, ["evolve", "--resume", str(killed)])  # killed: no clean stop
+    assert refused.returncode == 2
+    assert f"resume it with --resume {killed} --force" in refused.stderr
+    resumed = evogan_mpi(2, ["evolve", "--resume", str(killed), "--force"])
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed" in resumed.stdout
     _same_run(whole, killed, 2)
 
 
-def test_sigterm_checkpoints_every_island_and_exits_zero(config, tmp_path) -> None:
+def test_sigterm_checkpoints_every_island_and_exits_stopped(config, tmp_path) -> None:
     run = tmp_path / "run"
     process = _launch([SCRIPT, str(config), str(run), *SYNC_LONG])
     _wait_for(run / "checkpoints/island-0001/gen-00000020.h5", process)
@@ -167,9 +171,14 @@ def test_sigterm_checkpoints_every_island_and_exits_zero(config, tmp_path) -> No
     for child in _children(process.pid):  # what srun / Slurm does: signal every rank
         os.kill(child, signal.SIGTERM)
     out, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err
+    assert process.returncode == EXIT_STOPPED, err
     assert time.monotonic() - started < 10
-    assert "stopped by SIGTERM" in out and f"--resume {run}" in out
+    assert "stopped by SIGTERM" in out
+    resume_lines = [line for line in err.splitlines() if line.startswith("evogan:")]
+    assert resume_lines == [
+        f"evogan: stopped by a signal; resume with: mpirun -n 2 evogan evolve --resume {run}"
+    ]
+    assert json.loads((run / "status.json").read_text())["status"] == "stopped"
     last = [sorted((run / f"checkpoints/island-{i:04d}").iterdir())[-1].name for i in (0, 1)]
     assert last[0] == last[1]  # sync mode: every island stopped at the same generation
     assert not (run / "summary.json").exists()
@@ -185,9 +194,11 @@ def test_a_failing_rank_ends_the_job_promptly(config, tmp_path) -> None:
         [SCRIPT, str(config), str(tmp_path / "run"), "--fail-rank", "1", "--fail-after", "5"],
         timeout=60,
     )
-    assert done.returncode != 0
+    assert done.returncode == 1
     assert time.monotonic() - started < 30
-    assert "rank 1 of 2" in done.stderr and "deliberate failure" in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("evogan:")]
+    assert len(errors) == 1 and "rank 1 of 2" in errors[0] and "deliberate failure" in errors[0]
+    assert "MPI_ABORT" not in done.stderr
 
 
 def evogan_mpi(ranks: int, args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -1,11 +1,19 @@
-"""Arguments shared by the commands: ``--set`` and ``--run-dir``, and the check of counts."""
+"""Arguments shared by the commands: ``--set``, ``--run-dir``, the ``--resume`` grammar, and
+the check of counts."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from evogan.errors import EvoganError
+from pydantic import BaseModel
+
+from evogan.config import load_config
+from evogan.config.resume import load_run_config
+from evogan.distributed.failure import rank0_decides
+from evogan.errors import ConfigError, EvoganError
+from evogan.store.lock import claim
+from evogan.store.rundir import check_run_name
 
 
 def require_counts(args: argparse.Namespace, *options: str) -> None:
@@ -27,3 +35,57 @@ def add_config_options(parser: argparse.ArgumentParser, example: str, run_dir_he
         help=f"override a config value, e.g. --set {example} (repeatable)",
     )
     parser.add_argument("--run-dir", type=Path, help=run_dir_help)
+
+
+def add_resume_options(parser: argparse.ArgumentParser, config_help: str) -> None:
+    """``CONFIG`` (optional), ``--resume RUN`` and ``--force``: one grammar for every command
+    that runs long (``evolve``, ``train``, ``search``)."""
+    parser.add_argument("config", type=Path, nargs="?", help=f"{config_help} (not with --resume)")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN",
+        help="continue RUN with its own config.yaml (same mpirun -n); --set only for "
+        "resume-safe keys (docs/cluster.md)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --resume: continue a run that failed or was killed without a clean stop",
+    )
+
+
+def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) -> BaseModel:
+    """The config a command runs: CONFIG with ``--set``, or (``--resume RUN``) the run's own
+    with resume-safe ``--set`` only, after locking RUN on rank 0; checks the task fits."""
+    if args.resume is None:
+        if args.force:
+            raise EvoganError("--force only applies with --resume RUN")
+        if args.config is None:
+            raise EvoganError(f"evogan {command} needs a CONFIG file, or --resume RUN")
+        config = load_config(args.config, args.overrides)
+        source = str(args.config)
+    else:
+        if args.config is not None or args.run_dir is not None:
+            raise EvoganError(
+                f"--resume {args.resume} continues with the run's own config "
+                f"({args.resume / 'config.yaml'}); drop CONFIG/--run-dir and use --set only for "
+                "resume-safe keys"
+            )
+        config = load_run_config(args.resume, args.overrides)
+        source = str(args.resume / "config.yaml")
+    task = getattr(config, "task", None)
+    if task not in tasks:
+        raise ConfigError(
+            f"{source}: task = {task!r} cannot be run by `evogan {command}`; "
+            f"allowed: {', '.join(tasks)}"
+        )
+    for section in ("run", "campaign"):
+        check_run_name(getattr(getattr(config, section, None), "name", None), f"{section}.name")
+    return config
+
+
+def claim_resumed(args: argparse.Namespace) -> None:
+    """Lock ``--resume RUN`` for this job (rank 0) and refuse a run that must not continue."""
+    run, force = args.resume, args.force
+    rank0_decides(lambda: claim(run, resume=True, force=force))

@@ -1,56 +1,60 @@
-"""``evogan train CONFIG``: gradient training (the RMSprop baseline of the GA study)."""
+"""``evogan train CONFIG`` / ``evogan train --resume RUN``: gradient training (the RMSprop
+baseline of the GA study, and 3DGANs)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from pathlib import Path
 
-from evogan.commands.options import add_config_options
-from evogan.config import load_config
-from evogan.errors import ConfigError
+from evogan.commands.options import (
+    add_config_options,
+    add_resume_options,
+    claim_resumed,
+    config_for,
+)
+from evogan.errors import EvoganError
 
-# Config task -> "module:function(config, run_dir) -> RunDir" that trains it.
+# Config task -> "module:function(config, run_dir[, resume=True]) -> RunDir" that trains it.
 TRAINERS = {
     "regressor": "evogan.training.rmsprop:train_regressor",
     "gan3d": "evogan.training.gan_trainer:train_gan3d",
 }
+NOT_RESUMABLE = {
+    "regressor": "regressor runs of evogan train (RMSprop) keep no checkpoints (they take "
+    "minutes): start a new one with evogan train {run}/config.yaml (a GA run resumes with "
+    "evogan evolve --resume {run})",
+}
 
 
 def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
-    parser = subparsers.add_parser(name, help="train with gradients (RMSprop baseline)")
-    parser.add_argument(
-        "config", type=Path, help="YAML config, e.g. configs/regressor_rmsprop.yaml"
-    )
+    parser = subparsers.add_parser(name, help="train with gradients (RMSprop baseline, 3DGAN)")
+    add_resume_options(parser, "YAML config, e.g. configs/regressor_rmsprop.yaml")
     add_config_options(
         parser, "train.lr=3e-4", "write the run here instead of populations/METHOD-TIME"
-    )
-    parser.add_argument(
-        "--resume", type=Path, metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint"
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    dispatch(TRAINERS, "train", args.config, args.overrides, args.resume or args.run_dir)
+    dispatch(TRAINERS, "train", args, NOT_RESUMABLE)
     return 0
 
 
 def dispatch(
     table: dict[str, str],
     command: str,
-    path: Path,
-    overrides: list[str],
-    run_dir: Path | None,
-    **options: object,
+    args: argparse.Namespace,
+    not_resumable: dict[str, str] | None = None,
 ) -> object:
-    """Load the config and call the function registered for its task."""
-    cfg = load_config(path, overrides)
-    task = getattr(cfg, "task", None)
-    if task not in table:
-        raise ConfigError(
-            f"{path}: task = {task!r} cannot be run by `evogan {command}`; "
-            f"allowed: {', '.join(table)}"
-        )
-    module, _, function = table[task].partition(":")
-    return getattr(importlib.import_module(module), function)(cfg, run_dir, **options)
+    """Load the config (``CONFIG`` or the resumed run's) and call the function registered for
+    its task; a resumed run is locked and checked first."""
+    cfg = config_for(args, command, table)
+    module, _, function = table[cfg.task].partition(":")
+    entry = getattr(importlib.import_module(module), function)
+    if args.resume is None:
+        return entry(cfg, args.run_dir)
+    refusal = (not_resumable or {}).get(cfg.task)
+    if refusal is not None:
+        raise EvoganError(refusal.format(run=args.resume))
+    claim_resumed(args)
+    return entry(cfg, args.resume, resume=True)

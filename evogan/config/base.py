@@ -27,16 +27,24 @@ class StrictModel(BaseModel):
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping, turning every failure into a one-line ConfigError."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; pass a YAML file inside it")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist; pass e.g. configs/smoke.yaml")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8 YAML"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config file {path} is not valid YAML{where}; fix the syntax") from None
     if raw is None:
-        return {}
+        raise ConfigError(f"config file {path} is empty; start from one in configs/")
     if not isinstance(raw, dict):
         kind = type(raw).__name__
         raise ConfigError(f"config file {path} must hold a mapping of keys, got a {kind}")

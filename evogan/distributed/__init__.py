@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from evogan.distributed.failure import abort_world, guard, run_guarded
+from evogan.distributed.failure import guard, rank0_decides, run_guarded
 from evogan.distributed.tags import Tag
 
 _LAZY = {
@@ -29,10 +29,10 @@ __all__ = [
     "RingCounts",
     "RmaRing",
     "Tag",
-    "abort_world",
     "check_layout",
     "guard",
     "host_name",
+    "rank0_decides",
     "run_guarded",
     "split_layout",
     "world_comm",

@@ -1,34 +1,62 @@
-"""An exception on any rank ends every rank promptly, with one line naming the rank.
+"""How a command ends, on one process or on every rank of an MPI job: one printed line, one
+exit code (:mod:`evogan.errors`), the run's status recorded, nobody left waiting.
 
-Without this, a rank that raises leaves its peers waiting forever in the next collective call
-or ring receive. The failing rank prints ``rank R of N on HOST: <error>`` and calls
-``MPI_Abort`` on the world, which the launcher turns into a non-zero exit of the whole job.
+- finished: 0. Stopped by a signal after a checkpoint (:class:`~evogan.errors.RunStopped`,
+  raised on every rank): rank 0 prints the resume command, every rank exits 75.
+- A user error (:class:`~evogan.errors.EvoganError`, exit 2) or a signal before any checkpoint
+  (exit 75) usually hits every rank alike (a bad config is read by all). The ranks tell rank 0
+  with a point-to-point message; when all did within :data:`AGREE_SECONDS` rank 0 alone prints
+  and every rank exits normally, with no abort.
+- Anything else, or an error only some ranks hit, ends the job from the rank that saw it:
+  it prints ``rank R of N on HOST: ...`` (a traceback first for bugs) and leaves with
+  ``os._exit``; the launcher (mpirun, ``srun --kill-on-bad-exit``) then ends the other ranks.
+  Measured with Open MPI 5.0: ``MPI_Abort`` adds two banners (its own and the launcher's),
+  ``os._exit`` only the launcher's; mpirun prints that banner for any non-zero exit, even a
+  clean one of every rank, and no setting of the ranks can silence it (srun prints none).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from evogan.errors import EvoganError
+from evogan.distributed.signals import Interrupted, raise_on_stop_signals
+from evogan.distributed.tags import Tag
+from evogan.errors import (
+    EXIT_FAILURE,
+    EXIT_STOPPED,
+    EXIT_USER_ERROR,
+    EvoganError,
+    RunStopped,
+)
+from evogan.store.lock import FAILED, FINISHED, STOPPED, lifecycle, settle, settle_refused
 
 T = TypeVar("T")
 
-USER_ERROR_EXIT = 2
-BUG_EXIT = 1
-INTERRUPT_EXIT = 130
+AGREE_SECONDS = 10.0
+"""How long ranks wait for each other to report the same error before ending the job."""
+
+_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
 
 
-def _world():
-    """The world communicator when MPI is running with more than one rank, else None.
+def launched_ranks() -> int:
+    """Ranks of the job this process was launched in, read from the launcher's environment
+    (so a command that never needed MPI does not start it to report an error)."""
+    for name in _SIZE_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 1
 
-    MPI is only looked at when the command already imported it, so single-process commands
-    that never touch MPI pay nothing for the guard.
-    """
-    if "mpi4py.MPI" not in sys.modules:
+
+def world() -> Any:
+    """The world communicator of a multi-rank job, else None."""
+    if "mpi4py.MPI" not in sys.modules and launched_ranks() < 2:
         return None
     from mpi4py import MPI
 
@@ -37,58 +65,123 @@ def _world():
     return MPI.COMM_WORLD
 
 
-def failure_line(rank: int, size: int, host: str, exc: BaseException) -> str:
-    """``rank R of N on HOST: <error>``; user errors keep their own wording."""
+def rank0_decides(function: Callable[[], T]) -> T:
+    """Run ``function`` on rank 0 only; every rank gets its result, or raises its user error
+    (so a check that only rank 0 can make still ends every rank the same way)."""
+    comm = world()
+    if comm is None:
+        return function()
+    answer: tuple[bool, Any] = (True, None)
+    if comm.rank == 0:
+        try:
+            answer = (True, function())
+        except EvoganError as exc:
+            answer = (False, str(exc))
+    ok, value = comm.bcast(answer, root=0)
+    if not ok:
+        raise EvoganError(value)
+    return value
+
+
+def describe(exc: BaseException) -> tuple[int, str]:
+    """Exit code and message of the exception that ended a command."""
+    if isinstance(exc, RunStopped):
+        return EXIT_STOPPED, str(exc)
+    if isinstance(exc, Interrupted | KeyboardInterrupt):
+        name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+        return EXIT_STOPPED, (
+            f"stopped by {name} before anything resumable was written; start the command again"
+        )
     if isinstance(exc, EvoganError):
-        what = str(exc)
-    elif isinstance(exc, KeyboardInterrupt):
-        what = "interrupted"
-    elif isinstance(exc, SystemExit):
-        what = f"exited with status {exc.code}"
+        return EXIT_USER_ERROR, str(exc)
+    return EXIT_FAILURE, f"{type(exc).__name__}: {exc}"
+
+
+def _status(code: int, message: str) -> None:
+    if code == EXIT_USER_ERROR:
+        settle_refused(message)
     else:
-        what = f"{type(exc).__name__}: {exc}"
-    return f"rank {rank} of {size} on {host}: {what}"
+        settle({EXIT_STOPPED: STOPPED, EXIT_FAILURE: FAILED}[code], message)
 
 
-def _exit_code(exc: BaseException) -> int:
-    if isinstance(exc, EvoganError):
-        return USER_ERROR_EXIT
-    if isinstance(exc, KeyboardInterrupt):
-        return INTERRUPT_EXIT
-    return BUG_EXIT
+def _shared(comm: Any, code: int) -> bool:
+    """True when every rank reported ``code``-kind endings to rank 0 within AGREE_SECONDS."""
+    deadline = time.monotonic() + AGREE_SECONDS
+    if comm.rank == 0:
+        pending = set(range(1, comm.size))
+        while pending and time.monotonic() < deadline:
+            while comm.iprobe(tag=Tag.FAILURE):
+                from mpi4py import MPI
+
+                status = MPI.Status()
+                comm.recv(source=MPI.ANY_SOURCE, tag=Tag.FAILURE, status=status)
+                pending.discard(status.Get_source())
+            time.sleep(0.01)
+        if pending:
+            return False
+        for rank in range(1, comm.size):
+            comm.send(code, dest=rank, tag=Tag.FAILURE)
+        return True
+    comm.isend(code, dest=0, tag=Tag.FAILURE)
+    while time.monotonic() < deadline:
+        if comm.iprobe(source=0, tag=Tag.FAILURE):
+            comm.recv(source=0, tag=Tag.FAILURE)
+            return True
+        time.sleep(0.01)
+    return False
 
 
-def abort_world(exc: BaseException) -> None:
-    """Print the failure line and abort every rank; returns only when this process is alone."""
-    world = _world()
-    if world is None:
-        return
+def end(exc: BaseException) -> int:
+    """Print the one line for ``exc``, record the run's status and return the exit code; a
+    failure that not every rank shares ends this process (and so the job) here."""
+    code, message = describe(exc)
+    comm = world()
+    if comm is None:
+        if code == EXIT_FAILURE:
+            traceback.print_exception(exc, file=sys.stderr)
+        _status(code, message)
+        _print(code, message)
+        return code
+    if isinstance(exc, RunStopped) or (code != EXIT_FAILURE and _shared(comm, code)):
+        if comm.rank == 0:
+            _status(code, message)
+            _print(code, message)
+        return code
     from mpi4py import MPI
 
-    if not isinstance(exc, EvoganError | KeyboardInterrupt | SystemExit):
+    if code == EXIT_FAILURE:
         traceback.print_exception(exc, file=sys.stderr)
-    line = failure_line(world.rank, world.size, MPI.Get_processor_name(), exc)
-    print(f"evogan: error: {line}", file=sys.stderr)
+    _status(code, message)
+    _print(code, f"rank {comm.rank} of {comm.size} on {MPI.Get_processor_name()}: {message}")
     sys.stdout.flush()
     sys.stderr.flush()
-    world.Abort(_exit_code(exc))
+    os._exit(code)
 
 
-def run_guarded(function: Callable[..., T], *args: object) -> T:
-    """Call ``function(*args)``; on a multi-rank run any exception aborts the whole job."""
-    with guard():
-        return function(*args)
+def _print(code: int, message: str) -> None:
+    prefix = "evogan:" if code == EXIT_STOPPED else "evogan: error:"
+    print(f"{prefix} {message}", file=sys.stderr, flush=True)
 
 
 @contextmanager
 def guard() -> Iterator[None]:
-    """Context form of :func:`run_guarded` for scripts and tests launched under mpirun."""
+    """Wrap a whole command (the CLI, or an MPI script): SIGTERM/SIGINT unwind cleanly, runs
+    created or resumed inside are locked and get their final status, and every ending becomes
+    :func:`end`'s line and exit code (raised as ``SystemExit``)."""
+    with lifecycle(), raise_on_stop_signals():
+        try:
+            yield
+        except SystemExit:
+            raise
+        except BaseException as exc:
+            raise SystemExit(end(exc)) from None
+        settle(FINISHED)
+
+
+def run_guarded(function: Callable[..., Any], *args: object) -> int:
+    """Call ``function(*args)`` inside :func:`guard`; returns the exit code."""
     try:
-        yield
+        with guard():
+            return int(function(*args) or 0)
     except SystemExit as exc:
-        if exc.code not in (None, 0):
-            abort_world(exc)
-        raise
-    except BaseException as exc:
-        abort_world(exc)
-        raise
+        return exc.code if isinstance(exc.code, int) else EXIT_FAILURE

@@ -41,6 +41,32 @@ class StopFlag:
             self.when = time.monotonic()
 
 
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT outside a checkpointing loop: unwinds like KeyboardInterrupt, so every
+    ``finally`` (temporary files, open HDF5 files) runs before the command exits."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def _interrupt(signum: int, frame: Any = None) -> None:
+    del frame
+    raise Interrupted(signal.Signals(signum).name)
+
+
+@contextmanager
+def raise_on_stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`Interrupted` in the block (loops that checkpoint
+    replace this with :func:`catch_stop_signals` for their own duration)."""
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 @contextmanager
 def catch_stop_signals(flag: StopFlag) -> Iterator[StopFlag]:
     """Route SIGTERM and SIGINT to ``flag`` for the block; previous handlers come back after."""

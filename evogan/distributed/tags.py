@@ -20,3 +20,6 @@ class Tag(IntEnum):
     """The study owner's next trial for a group leader (None: stop)."""
     MIGRANTS = 103
     """A pickled list of migrants sent from one island leader to another."""
+    FAILURE = 901
+    """A rank's exit code sent to rank 0 when an error ends it, so an error every rank hit is
+    printed once (:mod:`evogan.distributed.failure`)."""

@@ -20,7 +20,7 @@ from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.distributed.comm import check_layout, world_comm
 from evogan.distributed.signals import catch_stop_signals
-from evogan.errors import EvoganError
+from evogan.errors import EvoganError, RunStopped
 from evogan.evolution import make_schedule
 from evogan.evolution.island_session import IslandSession
 from evogan.evolution.islands import IslandModel, StopEvolution
@@ -178,10 +178,10 @@ class IslandRun:
             why = session.flag.signal_name or "a signal on another rank"
             self.announce(
                 f"{self.method}: stopped by {why} after generation {strategy.generation}; "
-                f"checkpoints are in {run.path}/checkpoints; resume with: "
-                f"mpirun -n {self.world.size} evogan evolve --resume {run.path}"
+                f"checkpoints are in {run.path}/checkpoints"
             )
-            return run
+            launch = f"mpirun -n {self.world.size} " if self.world.size > 1 else ""
+            raise RunStopped(f"{launch}evogan evolve --resume {run.path}")
         if reports is not None:
             summary = self._summarise(run, problem, test, reports, session)
             self.announce(

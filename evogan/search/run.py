@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 from evogan.config.search import SearchConfig
 from evogan.distributed.signals import StopFlag, catch_stop_signals
-from evogan.errors import EvoganError
+from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base
 from evogan.search.fitness import Scorer
 from evogan.search.scheduler import Session
@@ -64,6 +64,9 @@ def run_search(
     if world.rank == 0:
         _finish(config, campaign, number, world.size, wall, busy, counters, stopped)
     world.Barrier()
+    if stopped:
+        launch = f"mpirun -n {world.size} " if world.size > 1 else ""
+        raise RunStopped(f"{launch}evogan search --resume {campaign.path}")
     return campaign
 
 
@@ -129,7 +132,5 @@ def _finish(
         f"; {summary['invalid_genomes']['found']} invalid genome(s) never trained; "
         f"ranks busy {100 * summary['busy_fraction']['mean']:.1f}% of {wall:.1f} s"
     )
-    if stopped:
-        line += f"; stopped by a signal: resume with --resume {campaign.path}"
     print(line, flush=True)
     print(f"search: wrote {campaign.path / 'summary.json'}", flush=True)

@@ -6,6 +6,8 @@ Layout (files are written atomically; metrics are appended line by line)::
     RUN/metrics.jsonl    one record per generation / epoch
     RUN/best_model.h5    best weights (HDF5, see evogan.store.weights)
     RUN/summary.json     final numbers of the run
+    RUN/status.json      running / stopped / failed / finished (see evogan.store.lock)
+    RUN/.lock            held by the process writing the run
 """
 
 from __future__ import annotations
@@ -18,12 +20,25 @@ from typing import Any
 from evogan.errors import EvoganError
 from evogan.settings import populations_dir
 from evogan.store.atomic import atomic_write
+from evogan.store.lock import claim
 from evogan.store.metrics import MetricsWriter, read_metrics, to_json
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 BEST_MODEL = "best_model.h5"
+
+
+def check_run_name(name: str | None, key: str = "run.name") -> None:
+    """A run name is one plain directory name, so a run can never land outside its root
+    (an explicit ``--run-dir`` is how a user puts a run anywhere else)."""
+    if name is None:
+        return
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise EvoganError(
+            f"{key} = {name!r} must be a plain directory name (no '/', '..' or absolute "
+            "path); use --run-dir to put a run somewhere else"
+        )
 
 
 class RunDir:
@@ -48,6 +63,7 @@ class RunDir:
         holds files is refused so that no earlier run is overwritten.
         """
         if path is None:
+            check_run_name(name)
             base = Path(root) if root is not None else populations_dir()
             stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
             target = base / (name or f"{method}-{stamp}")
@@ -67,6 +83,7 @@ class RunDir:
             target.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise EvoganError(f"cannot create run directory {target}: {exc.strerror}") from None
+        claim(target)
         return cls(target)
 
     @classmethod
