@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, field_validator
+from pydantic_core import PydanticCustomError
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
@@ -55,13 +57,30 @@ class TrainConfig(StrictModel):
     batch_size: PositiveInt = 128
 
 
+TENSORBOARD_INSTALL = "pip install 'evogan[tensorboard]'"
+
+
+def tensorboard_installed(requested: bool) -> bool:
+    """Refuse ``tensorboard: true`` when the optional package is missing, at config load, so a
+    run never starts and then fails at its first metrics record."""
+    if requested and importlib.util.find_spec("tensorboard") is None:
+        raise PydanticCustomError(
+            "tensorboard_missing",
+            f"the tensorboard package is not installed; {TENSORBOARD_INSTALL}",
+        )
+    return requested
+
+
 class RunConfig(StrictModel):
-    """Where results go and how often progress is printed."""
+    """Where results go, how often progress is printed, whether metrics go to TensorBoard."""
 
     root: str | None = None
     name: str | None = None
     progress_every: PositiveInt = 20
     energy_bins: PositiveInt = 10
+    tensorboard: bool = False
+
+    _tensorboard = field_validator("tensorboard")(tensorboard_installed)
 
 
 class RegressorConfig(StrictModel):

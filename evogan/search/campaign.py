@@ -21,7 +21,6 @@ table holds and re-runs the ones that were in flight.
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,8 @@ from evogan.config.base import dump, validate
 from evogan.config.gan import load_spec
 from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError, EvoganError
-from evogan.store import RunDir, read_metrics, to_json
+from evogan.store import RunDir, read_metrics
+from evogan.store.metrics import append_synced
 
 CONFIG = "config.yaml"
 MANIFEST = "campaign.json"
@@ -143,15 +143,7 @@ class Campaign:
 
     def append(self, writer: str, row: dict[str, Any]) -> None:
         """Add one finished candidate: a single O_APPEND write, synced before returning."""
-        path = self.table_file(writer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        line = (to_json(row) + "\n").encode()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_synced(self.table_file(writer), row, kind="candidate")
 
     def rows(self) -> list[dict[str, Any]]:
         """Every complete table line of every writer, in order of finishing."""

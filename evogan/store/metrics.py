@@ -1,14 +1,19 @@
 """JSONL metrics: one JSON object per line, flushed as it is written.
 
 A crashed or killed run keeps every complete line; :func:`read_metrics` skips a torn last line.
+Every record also goes to TensorBoard when the run asked for it (:mod:`evogan.store.tensorboard`),
+here, so that no trainer has to know.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, TextIO
+
+from evogan.store import tensorboard
 
 
 def _clean(value: Any) -> Any:
@@ -32,11 +37,17 @@ def to_json(obj: Any, indent: int | None = None) -> str:
 
 
 class MetricsWriter:
-    """Appends records to a JSONL file; usable as a context manager."""
+    """Appends records to a JSONL file (and its TensorBoard events); usable as a context
+    manager."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._events = (
+            tensorboard.EventWriter(tensorboard.log_dir(self.path))
+            if tensorboard.requested(self.path)
+            else None
+        )
         self._stream: TextIO | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
     def write(self, record: dict[str, Any]) -> None:
@@ -44,17 +55,43 @@ class MetricsWriter:
             raise ValueError(f"metrics file {self.path} is already closed")
         self._stream.write(to_json(record) + "\n")
         self._stream.flush()
+        if self._events is not None:
+            self._events.write(record)
 
     def close(self) -> None:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+        if self._events is not None:
+            self._events.close()
+            self._events = None
 
     def __enter__(self) -> MetricsWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def append_synced(path: str | Path, record: dict[str, Any], kind: str) -> None:
+    """Add one record as a single ``O_APPEND`` write, synced before returning, for files that
+    several processes may append to over a parallel file system; ``kind`` names records that
+    carry no ``kind`` field (TensorBoard tags them ``KIND/KEY``, stepped by their line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (to_json(record) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if tensorboard.requested(path):
+        events = tensorboard.EventWriter(tensorboard.log_dir(path), default_kind=kind)
+        try:
+            events.write(record, step=len(read_metrics(path)) - 1)
+        finally:
+            events.close()
 
 
 def read_metrics(path: str | Path, kind: str | None = None) -> list[dict[str, Any]]:
