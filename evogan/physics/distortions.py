@@ -47,7 +47,7 @@ def blurred(sigma_cells: float) -> Distortion:
 
 def dropped(fraction: float) -> Distortion:
     """A random ``fraction`` of the cells set to zero (dead or missed cells)."""
-    return lambda ecal, _energy, rng: ecal * (rng.random(ecal.shape) >= fraction)
+    return lambda ecal, _energy, rng: ecal * (rng.random(ecal.shape, dtype=np.float32) >= fraction)
 
 
 def empty() -> Distortion:
@@ -61,7 +61,8 @@ def noise(weight: float) -> Distortion:
 
     def apply(ecal: np.ndarray, _energy: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         totals = ecal.reshape(len(ecal), -1).sum(axis=1)
-        hits = (rng.random(ecal.shape) < 0.02) * rng.exponential(1.0, ecal.shape)
+        hits = rng.random(ecal.shape, dtype=np.float32)
+        hits = np.where(hits < 0.02, rng.standard_exponential(ecal.shape, dtype=np.float32), 0)
         norm = hits.reshape(len(ecal), -1).sum(axis=1)
         scale = (weight * totals / np.where(norm > 0, norm, 1.0))[:, None, None, None]
         return ((1.0 - weight) * ecal + scale * hits).astype(ecal.dtype)

@@ -21,7 +21,7 @@ def frechet_distance(mu1: np.ndarray, cov1: np.ndarray, mu2: np.ndarray, cov2: n
     """Frechet (2-Wasserstein) distance squared between two Gaussians."""
     mu1, mu2 = np.atleast_1d(mu1), np.atleast_1d(mu2)
     cov1, cov2 = np.atleast_2d(cov1), np.atleast_2d(cov2)
-    root, _ = linalg.sqrtm(cov1 @ cov2, disp=False)
+    root = linalg.sqrtm(cov1 @ cov2)
     if not np.isfinite(root).all():  # singular product: regularise as the FID reference does
         eps = 1e-6 * np.eye(len(cov1))
         root = linalg.sqrtm((cov1 + eps) @ (cov2 + eps))

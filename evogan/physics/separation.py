@@ -33,11 +33,15 @@ def triangular(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def reference_edges(values: np.ndarray, bins: int = FEATURE_BINS) -> np.ndarray | None:
-    """Interior bin edges: equal-count quantiles of the reference; None for a constant."""
+    """Bin edges at equal-count quantiles of the reference, from its minimum to just above its
+    maximum (so values beyond either end fall in an under- or overflow bin of their own);
+    None for a constant."""
     values = np.asarray(values, dtype=np.float64)
     if values.size < 2 or np.ptp(values) == 0:
         return None
-    return np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)[1:-1]))
+    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)))
+    edges[-1] = np.nextafter(edges[-1], np.inf)
+    return edges
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from evogan.plots import save_figure
 
 REF = {"color": "black", "label": "reference"}
 GEN = {"color": "tab:red"}
-HIST_BINS = 30
+HIST_BINS = 40  # at most; fewer for small sets (1.5 sqrt(n))
 MOMENTS = (
     ("energy_ratio", "E_total / E_primary"),
     ("centre_z_x0", "depth centre (X0)"),
@@ -60,15 +60,25 @@ def plot_features(
     panels = len(names) + 1
     cols = 4
     rows = -(-panels // cols)
-    fig = Figure(figsize=(4.2 * cols, 3.6 * rows), layout="constrained")
-    grid = fig.add_gridspec(2 * rows, cols, height_ratios=[3, 1] * rows)
+    fig = Figure(figsize=(4.2 * cols, 3.6 * rows))  # fixed spacing: 26 axes, no layout solver
+    outer = fig.add_gridspec(
+        rows,
+        cols,
+        left=0.05,
+        right=0.99,
+        bottom=0.06,
+        top=1 - 0.45 / (3.6 * rows),
+        wspace=0.28,
+        hspace=0.32,
+    )
+    bins = int(np.clip(1.5 * np.sqrt(len(reference)), 10, HIST_BINS))
     for k in range(panels):
-        r, c = divmod(k, cols)
-        top, bottom = fig.add_subplot(grid[2 * r, c]), fig.add_subplot(grid[2 * r + 1, c])
+        cell = outer[divmod(k, cols)].subgridspec(2, 1, height_ratios=[3, 1], hspace=0.06)
+        top, bottom = fig.add_subplot(cell[0]), fig.add_subplot(cell[1])
         if k < len(names):
             name = names[k]
             ref, gen = reference.scalars[name], generated.scalars[name][~generated.bad]
-            edges = _edges(ref, gen)
+            edges = _edges(ref, gen, bins)
             ref_h, gen_h = np.histogram(ref, edges)[0], np.histogram(gen, edges)[0]
             xlabel = f"{name} ({UNITS.get(name, '')})"
             ylabel = "fraction of events"
@@ -84,7 +94,7 @@ def plot_features(
     return save_figure(fig, Path(png), dpi=90)
 
 
-def _edges(ref: np.ndarray, gen: np.ndarray) -> np.ndarray:
+def _edges(ref: np.ndarray, gen: np.ndarray, bins: int) -> np.ndarray:
     """Bins covering the bulk of both sets (0.5-99.5 percentiles), so a shifted generator is
     seen next to the reference rather than off the axis."""
     both = [np.percentile(ref, [0.5, 99.5])]
@@ -93,7 +103,7 @@ def _edges(ref: np.ndarray, gen: np.ndarray) -> np.ndarray:
     low, high = min(b[0] for b in both), max(b[1] for b in both)
     if high <= low:
         low, high = low - 0.5, high + 0.5
-    return np.linspace(low, high, HIST_BINS + 1)
+    return np.linspace(low, high, bins + 1)
 
 
 def _hist_pair(

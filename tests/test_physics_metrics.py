@@ -1,0 +1,131 @@
+"""Each validation metric and the shower features on inputs with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from evogan.data import detector as det
+from evogan.data.synthetic import generate_showers
+from evogan.physics.classifier import auc, classifier_auc
+from evogan.physics.features import shower_features
+from evogan.physics.frechet import fpd, frechet_distance
+from evogan.physics.kernel import kpd, mmd_poly
+from evogan.physics.sampling import sf_error
+from evogan.physics.separation import reference_edges, separation_powers, triangular
+
+
+def test_triangular_discrimination_known_values() -> None:
+    assert triangular([1, 2, 3], [2, 4, 6]) == pytest.approx(0.0)  # normalised first
+    assert triangular([1, 0], [0, 1]) == pytest.approx(1.0)
+    # p = (1, 0), q = (1/2, 1/2): 1/2 (1/4 / 3/2 + 1/4 / 1/2) = 1/3
+    assert triangular([1, 0], [1, 1]) == pytest.approx(1.0 / 3.0)
+    np.testing.assert_allclose(triangular([[1, 0], [1, 1]], [[0, 1], [1, 1]]), [1.0, 0.0])
+
+
+def test_separation_uses_reference_quantiles_and_counts_overflow() -> None:
+    rng = np.random.default_rng(0)
+    assert reference_edges(np.full(10, 3.0)) is None  # constant: no information
+    ref = {"a": rng.normal(size=4000)}
+    bins = np.zeros(4000, dtype=int)
+    same = separation_powers(ref, {"a": rng.normal(size=4000)}, bins, bins, 1, rng)
+    assert same.overall["a"] < 0.01 and same.overall_error["a"] > 0
+    far = separation_powers(ref, {"a": rng.normal(size=4000) + 100}, bins, bins, 1, rng)
+    assert far.overall["a"] == pytest.approx(1.0)  # all in the overflow bin: counted, not lost
+    assert far.per_bin["a"].tolist() == pytest.approx([1.0]) and far.worst(1)[0][0] == "a"
+
+
+def test_frechet_distance_is_analytic_for_gaussians() -> None:
+    assert frechet_distance(np.zeros(2), np.eye(2), np.zeros(2), np.eye(2)) == pytest.approx(0)
+    # |mu1 - mu2|^2 + (sigma1 - sigma2)^2 per dimension
+    value = frechet_distance(
+        np.array([0.0, 0.0]), np.diag([1.0, 4.0]), np.array([3.0, 0.0]), np.diag([1.0, 1.0])
+    )
+    assert value == pytest.approx(9.0 + 1.0)
+
+
+def test_fpd_extrapolates_to_zero_for_one_distribution_and_finds_a_shift() -> None:
+    rng = np.random.default_rng(1)
+    real, gen = rng.normal(size=(3000, 3)), rng.normal(size=(3000, 3))
+    value, error = fpd(real, gen, rng)
+    assert abs(value) < max(3 * error, 0.01) and error > 0
+    shifted, _ = fpd(real, gen + np.array([1.0, 0.0, 0.0]), rng)
+    assert shifted == pytest.approx(1.0, abs=0.05)
+
+
+def test_kpd_is_unbiased_and_matches_the_cubic_kernel_answer() -> None:
+    rng = np.random.default_rng(2)
+    real, gen = rng.normal(size=(4000, 1)), rng.normal(size=(4000, 1))
+    value, error = kpd(real, gen, rng)
+    assert abs(value) < 3 * error + 1e-3
+    # 1-D, k = (xy + 1)^3: MMD^2 = 3 dm1^2 + 3 dm2^2 + dm3^2; N(0.5, 1) vs N(0, 1):
+    # dm1 = 0.5, dm2 = 0.25, dm3 = 0.5^3 + 3 x 0.5 = 1.625
+    expected = 3 * 0.25 + 3 * 0.0625 + 1.625**2
+    value, error = kpd(real, gen + 0.5, rng)
+    assert value == pytest.approx(expected, rel=0.3)  # 4000 events: ~15% noise from x^3
+
+
+def test_mmd_is_the_unbiased_estimator_term_by_term() -> None:
+    x = np.array([[0.0, 1.0], [1.0, 2.0], [2.0, -1.0]])
+    y = np.array([[1.0, 1.0], [-1.0, 0.5]])
+
+    def k(a: np.ndarray, b: np.ndarray) -> float:
+        return (a @ b / 2 + 1.0) ** 3
+
+    xx = sum(k(a, b) for i, a in enumerate(x) for j, b in enumerate(x) if i != j) / 6
+    yy = sum(k(a, b) for i, a in enumerate(y) for j, b in enumerate(y) if i != j) / 2
+    xy = sum(k(a, b) for a in x for b in y) / 6
+    assert mmd_poly(x, y) == pytest.approx(xx + yy - 2 * xy)
+    with pytest.raises(ValueError, match="at least 2 events"):
+        mmd_poly(x[:1], y)
+
+
+def test_auc_known_values_and_classifier_sees_means_and_widths() -> None:
+    assert auc(np.array([2.0, 3.0]), np.array([0.0, 1.0]))[0] == 1.0
+    assert auc(np.array([1.0, 1.0]), np.array([1.0, 1.0]))[0] == 0.5
+    rng = np.random.default_rng(3)
+    real = rng.normal(size=(2000, 4))
+    same, error = classifier_auc(real, rng.normal(size=(2000, 4)), rng)
+    assert abs(same - 0.5) < 4 * error and 0 < error < 0.05
+    assert classifier_auc(real, rng.normal(size=(2000, 4)) + 2.0, rng)[0] > 0.95
+    wider = rng.normal(size=(2000, 4)) * np.array([2.0, 1, 1, 1])  # same mean: needs x^2 terms
+    assert classifier_auc(real, wider, rng)[0] > 0.65
+
+
+def test_sf_term_is_the_mean_relative_error_per_bin() -> None:
+    ref = np.full(8, 0.02)
+    bins = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    value, error = sf_error(ref, np.full(8, 0.022), bins, bins, 2)
+    assert value == pytest.approx(0.1) and error == pytest.approx(0.0)
+    assert sf_error(ref, np.zeros(8), bins, bins, 2)[0] == pytest.approx(1.0)  # empty: finite
+    assert math.isnan(sf_error(ref, ref, bins, np.full(8, -1), 2)[0])
+
+
+def test_features_of_a_known_shower() -> None:
+    ecal = np.zeros((3, 51, 51, 25), dtype=np.float32)
+    ecal[0, 25, 25, 3] = 0.5  # two deposits 2 cells apart in x, same layer
+    ecal[0, 27, 25, 3] = 0.5
+    ecal[2, 25, 25, 0] = np.nan  # non-finite
+    table = shower_features(ecal, np.array([50.0, 50.0, 50.0]))
+    s = {k: v[0] for k, v in table.scalars.items()}
+    assert s["energy_ratio"] == pytest.approx(0.02)
+    assert s["centre_x_mm"] == pytest.approx(1 * det.CELL_MM)  # relative to the window centre
+    assert s["width_x_mm"] == pytest.approx(1 * det.CELL_MM)
+    assert s["centre_y_mm"] == 0 and s["width_y_mm"] == 0
+    assert s["centre_z_layer"] == 3 and s["centre_z_x0"] == pytest.approx(3.5 * 2.4 / 3.504)
+    assert s["hits"] == 2 and s["sparsity"] == pytest.approx(1 - 2 / (51 * 51 * 25))
+    assert table.bad.tolist() == [False, True, True]
+    for values in table.scalars.values():
+        assert np.isfinite(values).all()
+    assert table.spectrum[0].sum() == 2 and table.profiles["z"][0, 3] == pytest.approx(1.0)
+
+
+def test_measured_angle_follows_the_true_angle() -> None:
+    rng = np.random.default_rng(4)
+    energy = np.full(24, 50.0)
+    for theta in (1.2, 1.5707963):
+        ecal = generate_showers(energy, rng, theta=theta)
+        angle = shower_features(ecal, energy, np.full(24, theta)).scalars["angle_deg"]
+        assert np.median(angle) == pytest.approx(np.degrees(theta), abs=2.0)

@@ -1,0 +1,116 @@
+"""The selection score against known damage: every distortion of an independent synthetic set
+scores clearly worse than the independent-sample floor, a larger distortion worse than a
+smaller one of the same kind, nothing is NaN, and the window origin does not matter."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from evogan.data.synthetic import synthesize
+from evogan.errors import DataError
+from evogan.physics import WORST, Reference
+from evogan.physics.distortions import SINGLE, SUITE
+
+EVENTS = 400
+
+
+def _sample(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    parts = list(synthesize(EVENTS, (10.0, 100.0), seed))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+@pytest.fixture(scope="module")
+def world() -> dict:
+    """Reference and an independent sample of the same physics, scored once."""
+    ref_ecal, ref_energy = _sample(11)
+    ecal, energy = _sample(12)
+    reference = Reference.from_showers(ref_ecal, ref_energy, bins=4)
+    floor = reference.floor()
+    return {
+        "reference": reference,
+        "ref": (ref_ecal, ref_energy),
+        "sample": (ecal, energy),
+        "floor": floor,
+        "clearly": floor["score"] + 3 * floor["spread"],
+        "independent": reference.score(ecal, energy),
+    }
+
+
+def _score(world: dict, distortion) -> float:
+    ecal, energy = world["sample"]
+    damaged = distortion(ecal, energy, np.random.default_rng(5))
+    result = world["reference"].score(damaged, energy)
+    for name, metric in result.metrics.items():
+        assert not math.isnan(metric["value"]), name
+    assert math.isfinite(result.score)
+    return result.score
+
+
+def test_independent_sample_scores_at_the_floor(world: dict) -> None:
+    floor = world["floor"]
+    assert 0 < floor["score"] < 1 and floor["spread"] > 0 and len(floor["splits"]) == 3
+    assert world["independent"].score < world["clearly"]
+    assert world["independent"].metrics["classifier_auc"]["value"] < 0.6
+
+
+@pytest.mark.parametrize("kind", list(SUITE))
+def test_distortions_score_worse_than_the_floor_and_grow_with_strength(
+    world: dict, kind: str
+) -> None:
+    small, large = (_score(world, d) for d in SUITE[kind])
+    assert small > world["clearly"], (kind, small, world["floor"])
+    assert large > small, (kind, small, large)
+
+
+@pytest.mark.parametrize("kind", list(SINGLE))
+def test_fluctuation_free_and_empty_showers_score_worse_than_the_floor(
+    world: dict, kind: str
+) -> None:
+    assert _score(world, SINGLE[kind]) > world["clearly"]
+
+
+def test_too_little_and_too_much_energy_are_penalised_alike(world: dict) -> None:
+    low, high = (_score(world, d) for d in SUITE["energy x0.8 / x0.5"])
+    up, way_up = (_score(world, d) for d in SUITE["energy x1.2 / x1.5"])
+    assert low == pytest.approx(up, rel=0.25) and high == pytest.approx(way_up, rel=0.25)
+    nearly_empty = _score(world, lambda e, _energy, _rng: e * np.float32(0.02))
+    assert nearly_empty > high  # no cap that lets a near-empty generator hide
+
+
+def test_empty_and_non_finite_showers_are_worst_class_and_finite(world: dict) -> None:
+    ecal, energy = world["sample"]
+    reference = world["reference"]
+    assert reference.score(np.zeros_like(ecal[:50]), energy[:50]).score == WORST
+    broken = ecal[:200].copy()
+    broken[:] = np.nan
+    assert reference.score(broken, energy[:200]).score == WORST
+    partly = ecal.copy()
+    partly[: EVENTS // 10] = 0.0  # 10% empty showers: a tenth of the way to worst
+    result = reference.score(partly, energy)
+    assert result.bad_events == EVENTS // 10
+    assert 0.1 * WORST < result.score < WORST
+    assert result.to_json()["metrics"]["bad_fraction"]["value"] == pytest.approx(0.1)
+
+
+def test_score_does_not_depend_on_the_window_origin(world: dict) -> None:
+    ecal, energy = world["sample"]
+    ref_ecal, ref_energy = world["ref"]
+    pad = ((0, 0), (3, 0), (2, 0), (0, 0))  # the window starts 3 cells earlier in x, 2 in y
+    moved = Reference.from_showers(np.pad(ref_ecal, pad), ref_energy, bins=4)
+    result = moved.score(np.pad(ecal, pad), energy)
+    assert result.score == pytest.approx(world["independent"].score, rel=1e-6)
+
+
+def test_reference_must_be_clean_and_large_enough(world: dict) -> None:
+    ref_ecal, ref_energy = world["ref"]
+    dirty = ref_ecal[:20].copy()
+    dirty[3] = 0.0
+    with pytest.raises(DataError, match="must not contain empty or non-finite showers, got 1"):
+        Reference.from_showers(dirty, ref_energy[:20])
+    with pytest.raises(DataError, match=r"at least as many events as energy bins \(5\), got 3"):
+        Reference.from_showers(ref_ecal[:3], ref_energy[:3], bins=5)
+    with pytest.raises(DataError, match="same cell window"):
+        world["reference"].score(ref_ecal[:4, :25], ref_energy[:4])
