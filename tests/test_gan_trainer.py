@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from evogan.store import load_weights, read_metrics
 
-from .conftest import evogan, mpirun
+from .conftest import REPO, evogan, mpi_env, mpirun
 
 pytestmark = pytest.mark.mpi
 
@@ -24,7 +26,7 @@ def sync_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(run), *SHORT]
     done = mpirun(2, [*args, "--set", "trainer.epochs=1"])
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "epoch 1/1 step 2/2" in done.stdout
+    assert "epoch 1/1: d_loss" in done.stdout
     return run
 
 
@@ -40,15 +42,19 @@ def test_sync_run_writes_config_manifest_metrics_checkpoint_and_generator(sync_r
     assert summary["epochs_done"] == 1 and summary["ranks"] == 2
     assert all(s["generator"]["calls"] == 2 * 2 for s in summary["exchange"])  # 2 G steps/step
     marker = json.loads((sync_run / "checkpoint.json").read_text())
-    assert marker["epoch"] == 1 and marker["files"] == ["checkpoints/epoch-00001-rank-00000.h5"]
-    _, meta = load_weights(sync_run / "best_model.h5")
+    assert (marker["epoch"], marker["step"]) == (1, 0)
+    assert marker["files"] == ["checkpoints/ckpt-000001-rank-00000.h5"]
+    best, meta = load_weights(sync_run / "best_model.h5")
     assert meta["kind"] == "gan3d-generator" and meta["spec"]["name"] == "gan3d-tiny-51x51x25"
+    last, _ = load_weights(sync_run / "last_model.h5")  # no validation: the last is the best
+    assert all(best[k].equal(last[k]) for k in best)
 
 
 def test_resume_continues_from_the_checkpointed_epoch_exactly(sync_run: Path) -> None:
+    """A finished run continued for one more epoch through ``train_gan3d(resume=True)``."""
     before, _ = load_weights(sync_run / "best_model.h5")
-    args = ["-m", "evogan", "train", CONFIG, "--resume", str(sync_run), *SHORT]
-    done = mpirun(2, [*args, "--set", "trainer.epochs=2"])
+    args = ["tests/mpi_scripts/train_gan.py", CONFIG, "--run-dir", str(sync_run), "--resume"]
+    done = mpirun(2, [*args, *SHORT, "--set", "trainer.epochs=2"])
     assert done.returncode == 0, done.stderr[-3000:]
     records = read_metrics(sync_run / "metrics.jsonl")
     assert [(r["kind"], r["epoch"]) for r in records] == [
@@ -59,7 +65,7 @@ def test_resume_continues_from_the_checkpointed_epoch_exactly(sync_run: Path) ->
     marker = json.loads((sync_run / "checkpoint.json").read_text())
     assert marker["epoch"] == 2
     assert sorted(p.name for p in (sync_run / "checkpoints").iterdir()) == [
-        "epoch-00002-rank-00000.h5"
+        "ckpt-000002-rank-00000.h5"
     ]
     summary = json.loads((sync_run / "summary.json").read_text())
     assert summary["resumed_from_epoch"] == 1 and summary["epochs_done"] == 2
@@ -77,7 +83,15 @@ def test_resume_continues_from_the_checkpointed_epoch_exactly(sync_run: Path) ->
 
 
 def test_resume_refuses_a_different_rank_count(sync_run: Path) -> None:
-    done = evogan("train", CONFIG, "--resume", str(sync_run), "--set", "trainer.epochs=9")
+    args = [CONFIG, "--run-dir", str(sync_run), "--resume", "--set", "trainer.epochs=9"]
+    done = subprocess.run(
+        [sys.executable, "tests/mpi_scripts/train_gan.py", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=mpi_env(),
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         f"evogan: error: {sync_run} was trained on 2 ranks and must be resumed on as many: "
@@ -110,7 +124,6 @@ def test_grouped_rma_arar_on_four_ranks_with_a_slow_rank(tmp_path: Path) -> None
         "epochs": 2,
         "steps_per_epoch": 3,
         "outer_every": 1,
-        "checkpoint_every": 1,
     }
     args = ["tests/mpi_scripts/train_gan.py", CONFIG, "--run-dir", str(run)]
     args += [item for key, value in trainer.items() for item in ("--set", f"trainer.{key}={value}")]

@@ -4,7 +4,7 @@
 ``--fail-rank R --fail-step S`` raises on rank R at step S while the others are inside
 collective calls (the job must end promptly with the rank named); ``--signal-rank R
 --signal-step S`` sends SIGTERM to rank R's own process after global step S, as Slurm does at
-the end of an allocation. A stopped run exits with EXIT_STOPPED like the CLI.
+the end of an allocation (``guard`` turns the stop into the CLI's line and exit code).
 """
 
 from __future__ import annotations
@@ -12,18 +12,16 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 from evogan.config import load_config
 from evogan.distributed import guard
-from evogan.errors import EXIT_STOPPED, RunStopped
 from evogan.training.gan_loop import StepInfo
 from evogan.training.gan_trainer import train_gan3d
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("config", type=Path)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
@@ -48,15 +46,9 @@ def main() -> int:
             os.kill(os.getpid(), signal.SIGTERM)
 
     config = load_config(args.config, args.overrides)
-    try:
-        train_gan3d(config, args.run_dir, resume=args.resume, on_step=on_step)
-    except RunStopped as stopped:
-        print(stopped, flush=True)
-        return EXIT_STOPPED
-    return 0
+    train_gan3d(config, args.run_dir, resume=args.resume, on_step=on_step)
 
 
 if __name__ == "__main__":
     with guard():
-        code = main()
-    sys.exit(code)
+        main()

@@ -1,0 +1,61 @@
+"""Validation during GAN training: scores on held-out showers at every ``validate_every``
+epochs, the best generator kept as best_model.h5, a learning curve; bad settings refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evogan.store import load_weights, read_metrics
+
+from .conftest import evogan
+
+CONFIG = "configs/gan3d_tiny.yaml"
+
+
+def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    settings = {
+        "trainer.epochs": 3,
+        "trainer.steps_per_epoch": 2,
+        "trainer.validate_every": 1,
+        "trainer.validation_events": 24,
+    }
+    sets = [item for key, value in settings.items() for item in ("--set", f"{key}={value}")]
+    done = evogan("train", CONFIG, "--run-dir", str(run), *sets)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = read_metrics(run / "metrics.jsonl", "validation")
+    assert [(r["epoch"], r["step"]) for r in records] == [(1, 2), (2, 4), (3, 6)]
+    scores = [r["score"] for r in records]
+    assert all(s == s and s > 0 for s in scores) and records[0]["floor"] > 0
+    running = [min(scores[: i + 1]) for i in range(len(scores))]
+    assert [r["best"] for r in records] == [s == m for s, m in zip(scores, running, strict=True)]
+    best, meta = load_weights(run / "best_model.h5")
+    assert meta["score"] == min(scores) and meta["kind"] == "gan3d-generator"
+    last, _ = load_weights(run / "last_model.h5")
+    same = all(best[k].equal(last[k]) for k in best)
+    assert same == (scores[-1] == min(scores))
+    assert (run / "learning_curve.png").stat().st_size > 10_000
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["best_score"] == min(scores)
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [
+        ("trainer.validate_every=3", "trainer.validate_every = 3 is larger than trainer.epochs"),
+        ("trainer.validation_events=4", "raise trainer.validation_events or data.test_fraction"),
+    ],
+)
+def test_validation_settings_that_cannot_work_are_refused_before_a_run_exists(
+    tmp_path: Path, setting: str, key: str
+) -> None:
+    run = tmp_path / "run"
+    args = ["--set", "trainer.validate_every=1", "--set", setting]
+    done = evogan("train", CONFIG, "--run-dir", str(run), *args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("evogan: error:") and key in line
+    assert not run.exists()
