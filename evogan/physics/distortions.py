@@ -111,18 +111,18 @@ def repeated(distinct: int) -> Distortion:
     return apply
 
 
-SUITE: dict[str, tuple[Distortion, Distortion]] = {
-    "energy x0.8 / x0.5": (scaled(0.8), scaled(0.5)),
-    "energy x1.2 / x1.5": (scaled(1.2), scaled(1.5)),
-    "deeper 1 / 3 layers": (shifted(3, 1), shifted(3, 3)),
-    "sideways 1 / 3 cells": (shifted(1, 1), shifted(1, 3)),
-    "blurred 0.5 / 1.0 cells": (blurred(0.5), blurred(1.0)),
-    "cells dropped 10% / 40%": (dropped(0.1), dropped(0.4)),
-    "noise 10% / 100% of energy": (noise(0.1), noise(1.0)),
-    "energy smeared 10% / 20%": (smeared(0.1), smeared(0.2)),
-    "repeated 50 / 5 showers": (repeated(50), repeated(5)),
+SUITE: dict[str, tuple[tuple[str, Distortion], tuple[str, Distortion]]] = {
+    "energy low": (("energy x0.8", scaled(0.8)), ("energy x0.5", scaled(0.5))),
+    "energy high": (("energy x1.2", scaled(1.2)), ("energy x1.5", scaled(1.5))),
+    "deeper": (("deeper by 1 layer", shifted(3, 1)), ("deeper by 3 layers", shifted(3, 3))),
+    "sideways": (("sideways by 1 cell", shifted(1, 1)), ("sideways by 3 cells", shifted(1, 3))),
+    "blurred": (("blurred 0.5 cell", blurred(0.5)), ("blurred 1 cell", blurred(1.0))),
+    "dropped": (("10% of cells dropped", dropped(0.1)), ("40% of cells dropped", dropped(0.4))),
+    "noise": (("10% of energy as noise", noise(0.1)), ("all energy as noise", noise(1.0))),
+    "smeared": (("energies smeared 10%", smeared(0.1)), ("energies smeared 20%", smeared(0.2))),
+    "repeated": (("50 distinct showers", repeated(50)), ("5 distinct showers", repeated(5))),
 }
-"""Kinds of damage at (small, large) strength."""
+"""Kinds of damage: (name, distortion) at a small and a large strength."""
 
 SINGLE: dict[str, Distortion] = {
     "every event the mean shower": mean_shower(),
