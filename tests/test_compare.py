@@ -1,15 +1,35 @@
-"""``evogan compare``: Figure-3-style figures and a summary table from two tiny runs."""
+"""``evogan compare`` and ``evogan report``: figures and tables from tiny regressor and 3DGAN
+runs, and one-line refusals of run types a command cannot draw."""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
 
 from evogan.config import load_config
 from evogan.plots.compare import RunRecord, summary_table
+from evogan.plots.runs import run_colours
 from evogan.problems.regressor_evolve import evolve_regressor
+from evogan.search.campaign import Campaign
+from evogan.store import read_metrics, to_json
 from evogan.training.rmsprop import train_regressor
-from tests.conftest import evogan
+from tests.conftest import REPO, evogan
+
+PNG = b"\x89PNG\r\n\x1a\n"
+GAN_SHORT = (
+    *("--set", "trainer.epochs=2", "--set", "trainer.steps_per_epoch=2"),
+    *("--set", "trainer.validate_every=1", "--set", "trainer.validation_events=40"),
+)
+
+
+def _figure(path: Path) -> None:
+    """A real, non-empty PNG (an empty matplotlib canvas is about 5 kB)."""
+    assert path.read_bytes()[:8] == PNG, path
+    assert path.stat().st_size > 15_000, path
+
 
 TINY = {
     "task": "regressor",
@@ -39,13 +59,18 @@ def test_compare_writes_figures_and_table(two_runs) -> None:
     process = evogan("compare", str(ga), str(rmsprop), "--out", str(out))
     assert process.returncode == 0, process.stderr
     for name in ("test_loss.png", "energy_response.png", "relative_error.png"):
-        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert (out / name).stat().st_size > 10_000
+        _figure(out / name)
     table = (out / "summary.md").read_text()
-    rows = [line for line in table.splitlines() if line.startswith(("| ga", "| rms"))]
-    assert len(rows) == 2
     assert "| ga | ga |" in table and "| rmsprop | rmsprop |" in table
     assert "summary.md" in process.stdout
+    assert "## Energy response" in table and "None" not in table
+    fits = table.split("| run | a [GeV^1/2] |")[1].splitlines()[2:]
+    assert [line.split(" | ")[0] for line in fits] == ["| ga", "| rmsprop"]
+    for run in (ga, rmsprop):
+        bins = RunRecord.load(run).response
+        assert sum(b["count"] for b in bins) == 60
+        assert all(b["low"] < b["true_mean"] < b["high"] for b in bins)
+        assert all(b["ratio_err"] > 0 and b["resolution_err"] > 0 for b in bins)
 
 
 def test_summary_table_reports_errors_in_percent(two_runs) -> None:
@@ -62,5 +87,91 @@ def test_compare_refuses_a_directory_that_is_not_a_run(tmp_path) -> None:
     assert process.stderr.strip().splitlines() == [
         f"evogan: error: {tmp_path} is not an evogan run directory "
         "(no summary.json or metrics.jsonl)"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_run_gets_its_own_colour() -> None:
+    for count in (2, 10, 11, 20, 25):
+        assert len(set(run_colours(count))) == count
+
+
+@pytest.fixture(scope="module")
+def gan_run(tmp_path_factory) -> Path:
+    """Two epochs of the tiny 3DGAN, scored after each (validation records, contract 4)."""
+    run = tmp_path_factory.mktemp("gan") / "gan"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVOGAN_CACHE_DIR", str(run.parent / "cache"))
+        done = evogan(
+            "train", str(REPO / "configs" / "gan3d_tiny.yaml"), "--run-dir", str(run), *GAN_SHORT
+        )
+    assert done.returncode == 0, done.stderr
+    return run
+
+
+def test_compare_draws_gan_losses_and_validation_score(gan_run: Path, tmp_path: Path) -> None:
+    assert len(read_metrics(gan_run / "metrics.jsonl", "validation")) == 2
+    out = tmp_path / "figures"
+    process = evogan("compare", str(gan_run), "--out", str(out))
+    assert process.returncode == 0, process.stderr
+    _figure(out / "gan_losses.png")
+    _figure(out / "gan_validation.png")
+    table = (out / "summary.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| gan |"))
+    assert "| sync | finished | 2 | 4 | 1 |" in row
+    assert "None" not in table and "?" not in table
+    best = min(r["score"] for r in read_metrics(gan_run / "metrics.jsonl", "validation"))
+    assert f"| 2 | {best:.4g} |" in row
+
+
+def test_compare_draws_a_gan_run_without_validation(gan_run: Path, tmp_path: Path) -> None:
+    """A run trained without validate_every: the same run with its validation records gone."""
+    plain = tmp_path / "plain"
+    shutil.copytree(gan_run, plain)
+    epochs = read_metrics(plain / "metrics.jsonl", "epoch")
+    (plain / "metrics.jsonl").write_text("".join(to_json(r) + "\n" for r in epochs))
+    out = tmp_path / "figures"
+    process = evogan("compare", str(plain), "--out", str(out))
+    assert process.returncode == 0, process.stderr
+    _figure(out / "gan_losses.png")
+    assert not (out / "gan_validation.png").exists()
+    assert "no run has validation records yet" in process.stdout
+    row = next(
+        line for line in (out / "summary.md").read_text().splitlines() if "| plain |" in line
+    )
+    assert row.endswith("| 0 | - | - |")
+
+
+def test_report_refuses_a_training_run_in_one_line(two_runs) -> None:
+    root, ga, _ = two_runs
+    out = root / "report"
+    process = evogan("report", str(ga), "--out", str(out))
+    assert process.returncode == 2
+    assert process.stderr.strip().splitlines() == [
+        f"evogan: error: {ga} is a regressor run (evogan evolve / evogan train); evogan report "
+        "draws search campaigns; use evogan compare for training runs"
+    ]
+    assert not out.exists()
+
+
+def test_compare_refuses_a_search_campaign_and_unknown_tasks(tmp_path: Path) -> None:
+    config = load_config(
+        REPO / "configs" / "arch_search_tiny.yaml", [f"base={REPO / 'configs' / 'gan3d_tiny.yaml'}"]
+    )
+    campaign = Campaign.create(config, 1, tmp_path / "campaign").path
+    process = evogan("compare", str(campaign), "--out", str(tmp_path / "out"))
+    assert process.returncode == 2
+    assert process.stderr.strip().splitlines() == [
+        f"evogan: error: {campaign} is a search campaign (evogan search); evogan compare draws "
+        "regressor runs and 3DGAN training runs; use evogan report for search campaigns"
+    ]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.yaml").write_text("task: tuning\n")
+    process = evogan("compare", str(other), "--out", str(tmp_path / "out"))
+    assert process.returncode == 2
+    assert process.stderr.strip().splitlines() == [
+        f"evogan: error: {other} is a run of task 'tuning'; evogan compare draws regressor runs "
+        "and 3DGAN training runs; use evogan report for search campaigns"
     ]
     assert not (tmp_path / "out").exists()

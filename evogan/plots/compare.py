@@ -1,4 +1,6 @@
-"""Figures comparing regressor runs (GA, hybrid, RMSprop), after Figure 3 of the GA study."""
+"""Figures comparing regressor runs (GA, hybrid, RMSprop), after Figure 3 of the GA study, and
+their energy response with the calorimeter resolution fit. Colours are per run, not per method,
+so two GA runs never look alike."""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from evogan.plots import save_figure
+from evogan.plots.runs import run_colours
+from evogan.problems.resolution import ResolutionFit, fit_resolution, format_pm
 from evogan.store import METRICS, RunDir, read_metrics
-
-COLOURS = {"ga": "tab:red", "rmsprop": "tab:blue", "hybrid": "tab:green"}
 
 
 @dataclass
@@ -35,9 +39,21 @@ class RunRecord:
         }
         return cls(run.name, summary.get("method", "?"), summary, run.metrics("epoch"), islands)
 
+    @property
+    def response(self) -> list[dict[str, Any]]:
+        """Energy bins with a response and resolution and their errors (empty for summaries
+        written before evogan reported them)."""
+        keys = ("ratio", "ratio_err", "resolution", "resolution_err", "relative_error_err")
+        bins = self.summary.get("energy_response") or []
+        return [b for b in bins if all(isinstance(b.get(k), (int, float)) for k in keys)]
 
-def _colour(record: RunRecord, index: int) -> str:
-    return COLOURS.get(record.method, f"C{index + 3}")
+    def resolution_fit(self) -> ResolutionFit | None:
+        bins = self.response
+        return fit_resolution(
+            np.array([b["true_mean"] for b in bins]),
+            np.array([b["resolution"] for b in bins]),
+            np.array([b["resolution_err"] for b in bins]),
+        )
 
 
 def _label(record: RunRecord) -> str:
@@ -48,12 +64,12 @@ def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
     """Test MAPE of each run against epoch and against training time."""
     fig = Figure(figsize=(11, 4.2))
     by_epoch, by_time = fig.subplots(1, 2)
-    for index, record in enumerate(records):
+    for record, colour in zip(records, run_colours(len(records)), strict=True):
         points = [r for r in record.epochs if r.get("test_mape") is not None]
         epochs = [r["epoch"] + 1 for r in points]
         seconds = [r["train_seconds"] for r in points]
         loss = [100 * r["test_mape"] for r in points]
-        style = {"color": _colour(record, index), "label": _label(record), "marker": "o", "ms": 3}
+        style = {"color": colour, "label": _label(record), "marker": "o", "ms": 3}
         by_epoch.plot(epochs, loss, **style)
         by_time.plot(seconds, loss, **style)
     for axis, xlabel in ((by_epoch, "epoch"), (by_time, "training time [s]")):
@@ -104,70 +120,99 @@ def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
-def _offsets(records: list[RunRecord], index: int, bins: list[dict[str, Any]]) -> list[float]:
-    """Small horizontal shifts so the runs' markers in one energy bin do not hide each other."""
-    count = max(len(records), 1)
-    return [(index - (count - 1) / 2) * (b["high"] - b["low"]) * 0.6 / count for b in bins]
+def _log_x(records: list[RunRecord]) -> bool:
+    """Log energy axes when the bins span a decade or more."""
+    lows = [b["low"] for r in records for b in r.response if b["low"] > 0]
+    highs = [b["high"] for r in records for b in r.response]
+    return bool(lows) and max(highs) / min(lows) >= 10
+
+
+def _shift(x: list[float], index: int, count: int, log: bool) -> list[float]:
+    """Small horizontal offsets so runs' markers in one bin do not hide each other."""
+    step = (index - (count - 1) / 2) * 0.012
+    return [v * 10**step if log else v * (1 + step) for v in x]
 
 
 def plot_energy_response(records: list[RunRecord], path: Path) -> Path:
-    """Mean predicted vs true energy per bin (error bars: std of the prediction in the bin),
-    with the ratio predicted / true below."""
-    fig = Figure(figsize=(6.5, 6.5))
-    axis, ratio = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1.3])
-    top = 0.0
-    for index, record in enumerate(records):
-        bins = record.summary.get("energy_response") or []
-        x = [b["true_mean"] + s for b, s in zip(bins, _offsets(records, index, bins), strict=True)]
-        style = {"fmt": "o", "capsize": 3, "ms": 4, "color": _colour(record, index)}
-        axis.errorbar(
+    """Response predicted/true and resolution sigma(E)/E per bin of true energy (standard errors),
+    with the fit a/sqrt(E) (+) b (+) c/E of each run."""
+    fig = Figure(figsize=(7.5, 8))
+    response, resolution = fig.subplots(2, 1, sharex=True, height_ratios=[1, 1.4])
+    log = _log_x(records)
+    for index, (record, colour) in enumerate(zip(records, run_colours(len(records)), strict=True)):
+        bins = record.response
+        if not bins:
+            continue
+        x = _shift([b["true_mean"] for b in bins], index, len(records), log)
+        style = {"fmt": "o", "capsize": 3, "ms": 4, "color": colour}
+        response.errorbar(
             x,
-            [b["pred_mean"] for b in bins],
-            yerr=[b["pred_std"] for b in bins],
+            [b["ratio"] for b in bins],
+            yerr=[b["ratio_err"] for b in bins],
             label=_label(record),
             **style,
         )
-        ratio.errorbar(
+        resolution.errorbar(
             x,
-            [b["pred_mean"] / b["true_mean"] for b in bins],
-            yerr=[b["pred_std"] / b["true_mean"] for b in bins],
+            [100 * b["resolution"] for b in bins],
+            yerr=[100 * b["resolution_err"] for b in bins],
             **style,
         )
-        top = max([top, *(b["high"] for b in bins)])
-    axis.plot([0, top], [0, top], color="black", lw=0.8, ls="--", label="ideal")
-    ratio.axhline(1.0, color="black", lw=0.8, ls="--")
-    axis.set_ylabel("predicted energy [GeV]")
-    axis.set_title("Estimated energy per energy bin (test set)")
-    ratio.set_xlabel("true energy [GeV]")
-    ratio.set_ylabel("predicted / true")
-    for panel in (axis, ratio):
-        panel.grid(True, alpha=0.3)
-    axis.legend(fontsize=8)
+        _draw_fit(resolution, record, bins, colour)
+    response.axhline(1.0, color="black", lw=0.8, ls="--")
+    response.set_ylabel("response: predicted / true energy")
+    response.set_title("Energy response per bin of true energy (test set)")
+    resolution.set_ylabel(r"resolution $\sigma(E)/E$ [%]")
+    resolution.set_xlabel("true energy E [GeV]")
+    resolution.set_ylim(bottom=0)
+    for panel in (response, resolution):
+        if log:
+            panel.set_xscale("log")
+        panel.grid(True, which="both", alpha=0.3)
+    response.legend(fontsize=8)
+    resolution.legend(fontsize=7, loc="upper right")
     return save_figure(fig, path)
 
 
+def _draw_fit(axis: Axes, record: RunRecord, bins: list[dict[str, Any]], colour: Any) -> None:
+    fit = record.resolution_fit()
+    if fit is None:
+        axis.plot([], [], color=colour, label=f"{record.label}: too few bins to fit")
+        return
+    energy = np.geomspace(min(b["low"] for b in bins), max(b["high"] for b in bins), 200)
+    axis.plot(
+        energy,
+        100 * fit.curve(energy),
+        color=colour,
+        lw=1.2,
+        label=f"{record.label}: {fit.label()}",
+    )
+
+
 def plot_relative_error(records: list[RunRecord], path: Path) -> Path:
-    """Relative error |pred - true| / true per energy bin, mean with its std as error bars."""
+    """Mean relative error |pred - true| / true per energy bin, with its standard error."""
     fig = Figure(figsize=(7, 4.2))
     axis = fig.subplots()
-    for index, record in enumerate(records):
-        bins = record.summary.get("energy_response") or []
-        shift = _offsets(records, index, bins)
+    log = _log_x(records)
+    for index, (record, colour) in enumerate(zip(records, run_colours(len(records)), strict=True)):
+        bins = record.response
         axis.errorbar(
-            [b["true_mean"] + s for b, s in zip(bins, shift, strict=True)],
+            _shift([b["true_mean"] for b in bins], index, len(records), log),
             [100 * b["relative_error"] for b in bins],
-            yerr=[100 * b["relative_error_std"] for b in bins],
+            yerr=[100 * b["relative_error_err"] for b in bins],
             fmt="o",
             capsize=3,
-            color=_colour(record, index),
+            color=colour,
             label=_label(record),
         )
     axis.axhline(10, color="grey", ls="--", lw=0.8, label="10%")
-    axis.set_xlabel("true energy [GeV]")
+    axis.set_xlabel("true energy E [GeV]")
     axis.set_ylabel("relative error |pred - true| / true [%]")
     axis.set_ylim(bottom=0)
-    axis.set_title("Relative error per energy bin (test set)")
-    axis.grid(True, alpha=0.3)
+    if log:
+        axis.set_xscale("log")
+    axis.set_title("Relative error per bin of true energy (test set)")
+    axis.grid(True, which="both", alpha=0.3)
     axis.legend(fontsize=8)
     return save_figure(fig, path)
 
@@ -188,13 +233,37 @@ def summary_table(records: list[RunRecord]) -> str:
     ]
     for record in records:
         s = record.summary
-        bins = s.get("energy_response") or []
-        worst = max((b["relative_error"] for b in bins), default=None)
+        worst = max((b["relative_error"] for b in record.response), default=None)
         lines.append(
             f"| {record.label} | {record.method} | {pct(s.get('test_mape'))} | {pct(worst)} | "
             f"{pct(s.get('best_fitness'))} | {s.get('epochs')} | {s.get('generations')} | "
             f"{s.get('evaluations')} | {s.get('train_seconds', 0):.1f} | "
             f"{s.get('wall_seconds', 0):.1f} | {secs(s.get('seconds_to_mape_10'))} | "
             f"{secs(s.get('seconds_to_mape_5'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def response_table(records: list[RunRecord]) -> str:
+    """Markdown: the per-bin response and resolution of every run, then its resolution fit."""
+    lines = [
+        "| run | E [GeV] | events | mean E [GeV] | predicted / true | sigma(E)/E [%] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        for b in record.response:
+            lines.append(
+                f"| {_label(record)} | {b['low']:.3g}-{b['high']:.3g} | {b['count']} | "
+                f"{b['true_mean']:.3g} | {format_pm(b['ratio'], b['ratio_err'])} | "
+                f"{format_pm(b['resolution'], b['resolution_err'], 100)} |"
+            )
+    lines += ["", "| run | a [GeV^1/2] | b | c [GeV] | chi2 / ndf |", "|---|---|---|---|---|"]
+    for record in records:
+        fit = record.resolution_fit()
+        if fit is None:
+            lines.append(f"| {_label(record)} | - | - | - | too few bins |")
+            continue
+        lines.append(
+            f"| {_label(record)} | {' | '.join(fit.terms())} | {fit.chi2:.1f} / {fit.ndf} |"
         )
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from evogan.errors import EvoganError
 from evogan.plots import save_figure
+from evogan.plots.runs import refuse, run_colours, run_task
 from evogan.search.campaign import CONFIG, SUMMARY, Campaign
 from evogan.search.summary import best_rows, pareto_rows, trained
 
@@ -29,11 +30,15 @@ class CampaignRecord:
     @classmethod
     def load(cls, path: str | Path) -> CampaignRecord:
         campaign = Campaign(path)
+        if not campaign.path.is_dir():
+            raise EvoganError(f"campaign directory {campaign.path} does not exist")
         if not (campaign.path / CONFIG).is_file():
             raise EvoganError(
                 f"{campaign.path} is not a search campaign (no {CONFIG}); pass directories "
                 "written by `evogan search`"
             )
+        task = run_task(campaign.path)
+        refuse(campaign.path, task, "report", ("search",), "use evogan compare for training runs")
         config = yaml.safe_load((campaign.path / CONFIG).read_text())
         backend = config.get("backend", "?")
         method = backend if backend == "ga" else config.get("optuna", {}).get("sampler", backend)
@@ -60,9 +65,9 @@ def plot_convergence(records: list[CampaignRecord], path: Path) -> Path:
     """Best fitness so far against evaluations and against campaign wall time."""
     fig = Figure(figsize=(11, 4.2))
     by_count, by_time = fig.subplots(1, 2)
-    for index, record in enumerate(records):
+    for record, colour in zip(records, run_colours(len(records)), strict=True):
         counts, seconds, best = record.best_so_far()
-        style = {"color": f"C{index}", "label": record.label, "drawstyle": "steps-post"}
+        style = {"color": colour, "label": record.label, "drawstyle": "steps-post"}
         by_count.plot(counts, best, marker="o", ms=3, **style)
         by_time.plot(seconds, best, marker="o", ms=3, **style)
     by_count.set_xlabel("trained candidates")
@@ -81,14 +86,14 @@ def plot_pareto(records: list[CampaignRecord], path: Path, second: str) -> Path:
     fig = Figure(figsize=(6.5, 4.5))
     axis = fig.subplots()
     key = "flops" if second == "flops" else "params"
-    for index, record in enumerate(records):
+    for record, colour in zip(records, run_colours(len(records)), strict=True):
         ok = [r for r in record.rows if r["status"] == "ok"]
         axis.scatter(
             [r[key] for r in ok],
             [r["fitness"] for r in ok],
             s=14,
             alpha=0.45,
-            color=f"C{index}",
+            color=colour,
             label=f"{record.label}: candidates",
         )
         front = pareto_rows(record.rows) or _front_by_size(ok, key)
@@ -98,7 +103,7 @@ def plot_pareto(records: list[CampaignRecord], path: Path, second: str) -> Path:
             [r["fitness"] for r in front],
             marker="D",
             ms=5,
-            color=f"C{index}",
+            color=colour,
             drawstyle="steps-post",
             label=f"{record.label}: Pareto front",
         )

@@ -11,50 +11,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.models.regressor import RegressorLayout, RegressorNet
+from evogan.problems.resolution import energy_response
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir, save_weights
 
 
 def target_key(target: float) -> str:
     """``0.10 -> "seconds_to_mape_10"`` (targets are fractions, keys name percent)."""
     return f"seconds_to_mape_{100 * target:g}"
-
-
-def energy_response(
-    true_energy: Tensor | np.ndarray, predicted_energy: Tensor | np.ndarray, bins: int = 10
-) -> list[dict[str, float]]:
-    """Per equal-width bin of true energy: mean true / predicted energy (with its std) and the
-    relative error |pred - true| / true (mean and std, fractions); empty bins are left out."""
-    true = np.asarray(true_energy, dtype=np.float64)
-    pred = np.asarray(predicted_energy, dtype=np.float64)
-    edges = np.linspace(true.min(), true.max(), bins + 1)
-    which = np.clip(np.searchsorted(edges, true, side="right") - 1, 0, bins - 1)
-    rows = []
-    for index in range(bins):
-        mask = which == index
-        if not mask.any():
-            continue
-        rel = np.abs(pred[mask] - true[mask]) / true[mask]
-        rows.append(
-            {
-                "low": float(edges[index]),
-                "high": float(edges[index + 1]),
-                "count": int(mask.sum()),
-                "true_mean": float(true[mask].mean()),
-                "pred_mean": float(pred[mask].mean()),
-                "pred_std": float(pred[mask].std()),
-                "relative_error": float(rel.mean()),
-                "relative_error_std": float(rel.std()),
-                "bias": float(((pred[mask] - true[mask]) / true[mask]).mean()),
-            }
-        )
-    return rows
 
 
 def seconds_to_targets(epochs: list[dict[str, Any]], targets: list[float]) -> dict[str, Any]:
