@@ -79,6 +79,7 @@ class Task:
         self.started = time.monotonic()
         self._stream = stream
         self._last_line = self.started
+        self._printed = 0.0  # what the last plain line reported
         self._bar = None
         self._bar_task = None
 
@@ -96,7 +97,7 @@ class Task:
         elif self._stream is not None:
             now = time.monotonic()
             if now - self._last_line >= LINE_SECONDS:
-                self._last_line = now
+                self._last_line, self._printed = now, completed
                 print(self.line(), file=self._stream, flush=True)
 
     @property
@@ -145,7 +146,7 @@ def progress(
         try:
             yield task
         finally:
-            if mode == "lines" and task.completed:
+            if mode == "lines" and task.completed != task._printed:
                 print(task.line(), file=sys.stderr, flush=True)
         return
     columns = [

@@ -50,17 +50,17 @@ def test_task_without_total_has_no_eta() -> None:
     assert "ETA" not in task.line()
 
 
-def test_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys) -> None:
+@pytest.mark.parametrize(("every", "expected"), [(0.0, [1, 2, 3, 4]), (3600.0, [4])])
+def test_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys, every, expected) -> None:
     monkeypatch.setenv("EVOGAN_PROGRESS", "auto")
-    monkeypatch.setattr(progress_module, "LINE_SECONDS", 0.0)  # a line on every update
+    monkeypatch.setattr(progress_module, "LINE_SECONDS", every)
     with progress("inspect", total=4, unit="events") as task:
         for _ in range(4):
             task.advance(1)
     err = capsys.readouterr().err.splitlines()
     pattern = r"inspect: (\d)/4 events \(\d+%\), [\d.e+]+ events/s, ETA \S+"
-    seen = [int(re.fullmatch(pattern, line).group(1)) for line in err]
-    assert seen[:4] == [1, 2, 3, 4]
-    assert seen[-1] == 4  # the closing line says where the work ended
+    # A line per LINE_SECONDS, and one where the work ended unless the last line said it.
+    assert [int(re.fullmatch(pattern, line).group(1)) for line in err] == expected
 
 
 def test_nothing_shown_off_rank_zero_or_when_hushed(monkeypatch, capsys) -> None:
