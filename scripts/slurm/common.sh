@@ -1,0 +1,49 @@
+# Start-or-resume logic shared by the evogan Slurm templates (sourced, not run).
+#
+# run_or_resume COMMAND CONFIG RUN: start RUN from CONFIG when it does not exist yet, resume it
+# when its status.json says "stopped" (a clean stop on SIGTERM), do nothing when "finished",
+# and refuse "failed" or "running" (a crash, or a process killed without a clean stop: look at
+# the log, then resume by hand with --force). Exit code 75 (stopped, resumable) requeues the
+# job (#SBATCH --requeue), which runs this script again and so resumes the run.
+
+EVOGAN=${EVOGAN:-python -m evogan}
+
+run_status() {
+    if [[ ! -f "$1/config.yaml" ]]; then
+        echo new
+    elif [[ -f "$1/status.json" ]]; then
+        python -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' \
+            "$1/status.json"
+    else
+        echo stopped  # made by an evogan without status.json: resumable from its checkpoints
+    fi
+}
+
+run_or_resume() {
+    local command=$1 config=$2 run=$3 status code
+    status=$(run_status "$run")
+    case "$status" in
+        new)
+            echo "starting $run from $config"
+            set -- $EVOGAN "$command" "$config" --run-dir "$run" ;;
+        stopped)
+            echo "resuming $run (restart ${SLURM_RESTART_COUNT:-0})"
+            set -- $EVOGAN "$command" --resume "$run" ;;
+        finished)
+            echo "$run is finished; nothing to do"
+            return 0 ;;
+        *)
+            echo "$run has status '$status' (a crash or a kill without a clean stop); read" \
+                "the job log, then resume by hand: $EVOGAN $command --resume $run --force" >&2
+            return 1 ;;
+    esac
+    set +e
+    srun --kill-on-bad-exit=1 "$@"
+    code=$?
+    set -e
+    if [[ $code -eq 75 ]]; then
+        echo "$run stopped resumably (exit 75); requeueing job $SLURM_JOB_ID"
+        scontrol requeue "$SLURM_JOB_ID"
+    fi
+    return $code
+}

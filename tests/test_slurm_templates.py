@@ -1,0 +1,73 @@
+"""The Slurm templates parse, and their start-or-resume logic (scripts/slurm/common.sh) starts
+a new run, does nothing for a finished one, refuses a failed one and requeues on exit 75.
+``srun`` and ``scontrol`` are shell functions here (no Slurm on this machine): ``srun`` runs
+its command once, ``scontrol`` records what it was asked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evogan.store.lock import FAILED, write_status
+from tests.conftest import REPO, mpi_env
+from tests.test_islands_mpi import TINY
+
+SLURM = REPO / "scripts" / "slurm"
+TEMPLATES = sorted(SLURM.glob("*.sbatch"))
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=[p.name for p in TEMPLATES])
+def test_templates_parse_and_signal_requeue(path: Path) -> None:
+    assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
+    text = path.read_text()
+    for line in ("#SBATCH --signal=TERM@", "#SBATCH --requeue", "run_or_resume", "# module load"):
+        assert line in text
+    assert {p.name for p in TEMPLATES} == {"evolve.sbatch", "train.sbatch", "search.sbatch"}
+
+
+def run_or_resume(
+    tmp_path: Path, *args: str, evogan: str = f"{sys.executable} -m evogan"
+) -> subprocess.CompletedProcess:
+    script = (
+        f"set -euo pipefail; source {SLURM / 'common.sh'}\n"
+        'srun() { shift; "$@"; }\n'
+        'scontrol() { echo "scontrol $*" >> "$CALLS"; }\n'
+        f"run_or_resume {' '.join(args)}\n"
+    )
+    env = {**mpi_env(), "CALLS": str(tmp_path / "calls"), "SLURM_JOB_ID": "4242", "EVOGAN": evogan}
+    return subprocess.run(
+        ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_start_then_nothing_then_refuse_a_failed_run(tmp_path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "ga": {**TINY["ga"], "epochs": 1}}))
+    run = tmp_path / "run"
+    done = run_or_resume(tmp_path, "evolve", str(config), str(run))
+    assert done.returncode == 0, done.stderr
+    assert f"starting {run}" in done.stdout and (run / "summary.json").is_file()
+    done = run_or_resume(tmp_path, "evolve", str(config), str(run))
+    assert done.returncode == 0 and f"{run} is finished; nothing to do" in done.stdout
+    write_status(run, FAILED, "RuntimeError: node lost")
+    done = run_or_resume(tmp_path, "evolve", str(config), str(run))
+    assert done.returncode == 1
+    assert "has status 'failed'" in done.stderr and f"--resume {run} --force" in done.stderr
+    assert not (tmp_path / "calls").exists()
+
+
+def test_exit_75_requeues_the_job(tmp_path) -> None:
+    stopped = tmp_path / "stopped-evogan"
+    stopped.write_text('#!/bin/bash\necho "evogan $*"\nexit 75\n')
+    stopped.chmod(0o755)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: regressor\n")
+    done = run_or_resume(tmp_path, "train", "unused.yaml", str(run), evogan=str(stopped))
+    assert done.returncode == 75
+    assert f"evogan train --resume {run}" in done.stdout
+    assert (tmp_path / "calls").read_text() == "scontrol requeue 4242\n"
