@@ -17,14 +17,9 @@ CONFIG = "configs/gan3d_tiny.yaml"
 
 def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    settings = {
-        "trainer.epochs": 3,
-        "trainer.steps_per_epoch": 2,
-        "trainer.validate_every": 1,
-        "trainer.validation_events": 24,
-    }
-    sets = [item for key, value in settings.items() for item in ("--set", f"{key}={value}")]
-    done = evogan("train", CONFIG, "--run-dir", str(run), *sets)
+    size = ["--set", "trainer.epochs=3", "--set", "trainer.steps_per_epoch=2"]
+    validation = ["--set", "trainer.validate_every=1", "--set", "trainer.validation_events=24"]
+    done = evogan("train", CONFIG, "--run-dir", str(run), *size, *validation)
     assert done.returncode == 0, done.stderr[-3000:]
     records = read_metrics(run / "metrics.jsonl", "validation")
     assert [(r["epoch"], r["step"]) for r in records] == [(1, 2), (2, 4), (3, 6)]
@@ -40,6 +35,12 @@ def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Pat
     assert (run / "learning_curve.png").stat().st_size > 10_000
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best_score"] == min(scores)
+    # Validating does not disturb training: the same run without it ends with the same weights.
+    plain = tmp_path / "plain"
+    done = evogan("train", CONFIG, "--run-dir", str(plain), *size)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected, _ = load_weights(plain / "last_model.h5")
+    assert all(last[k].equal(expected[k]) for k in expected)
 
 
 @pytest.mark.parametrize(
