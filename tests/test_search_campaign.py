@@ -50,6 +50,15 @@ def _search(tmp_path: Path, config: Path, *extra: str) -> subprocess.CompletedPr
         del os.environ["EVOGAN_CACHE_DIR"]
 
 
+def _resume(tmp_path: Path, campaign: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
+    try:
+        args = ["-m", "evogan", "search", "--resume", str(campaign), *extra]
+        return mpirun(4, args, timeout=120)
+    finally:
+        del os.environ["EVOGAN_CACHE_DIR"]
+
+
 def _rows(campaign: Path) -> list[dict]:
     rows = []
     for path in sorted((campaign / "table").glob("*.jsonl")):
@@ -134,10 +143,9 @@ def test_optuna_campaign_and_study_open_with_optuna(tmp_path: Path) -> None:
     space = Space(*_space_and_base(config))
     space.suggest(abandoned)
     assert abandoned.params["g_last_kernel"] == kernel
-    more = _config(tmp_path, backend="optuna", candidates=5)
     stored = yaml.safe_load((out / "config.yaml").read_text())
     assert stored["candidates"] == 4
-    result = _search(tmp_path, more, "--resume", str(out))
+    result = _resume(tmp_path, out, "--set", "candidates=5")
     assert result.returncode == 0, result.stderr[-3000:]
     study = optuna.load_study(study_name="evogan-search", storage=storage)
     assert study.trials[abandoned.number].state.name == "FAIL"
@@ -224,7 +232,7 @@ def test_resume_after_kill_keeps_finished_candidates(tmp_path: Path) -> None:
     before = {r["id"]: r for r in _rows(out)}
     assert 2 <= len(before) < 6, "the campaign must be killed part-way"
     assert not (out / "summary.json").exists()
-    result = _search(tmp_path, config, "--resume", str(out))
+    result = _resume(tmp_path, out, "--force")  # killed: no clean stop was recorded
     assert result.returncode == 0, result.stderr[-3000:]
     after = _rows(out)
     ids = [r["id"] for r in after]

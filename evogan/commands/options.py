@@ -87,5 +87,5 @@ def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) ->
 
 def claim_resumed(args: argparse.Namespace) -> None:
     """Lock ``--resume RUN`` for this job (rank 0) and refuse a run that must not continue."""
-    run, force = args.resume, args.force
-    rank0_decides(lambda: claim(run, resume=True, force=force))
+    run, force, extend = args.resume, args.force, bool(args.overrides)
+    rank0_decides(lambda: claim(run, resume=True, force=force, extend=extend))

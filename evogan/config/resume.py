@@ -16,7 +16,7 @@ RESUME_SAFE: dict[str, tuple[str, ...]] = {
     "gan3d": (
         "trainer.epochs",
         "trainer.validate_every",
-        "trainer.checkpoint_every",
+        "trainer.validate_every_seconds",
         "checkpoint.*",
         "run.*",
     ),

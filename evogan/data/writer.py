@@ -25,7 +25,8 @@ readable by every HDF5 tool (h5dump, ROOT, Julia, MATLAB) without plugins.
 
 Atomicity (:func:`evogan.store.atomic.atomic_path`): events go to a hidden temporary file in the
 destination directory that replaces the destination with ``os.replace`` only when the ``with``
-block ends cleanly; any exception removes it, so a crash never leaves a half-written file.
+block ends cleanly; any exception removes it, so a crash never leaves a half-written file. Every
+append is a safe point for SIGTERM/SIGINT (:func:`evogan.distributed.signals.check_stop`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import h5py
 import numpy as np
 
 from evogan import __version__
+from evogan.distributed.signals import check_stop
 from evogan.errors import DataError
 from evogan.store.atomic import atomic_path
 
@@ -133,6 +135,7 @@ class ShowerWriter:
         """Write a batch: ecal (n, X, Y, Z) GeV, energy (n,) GeV, theta (n,) or scalar rad."""
         if self._file is None:
             raise RuntimeError("ShowerWriter.append called outside its `with` block")
+        check_stop()
         ecal = np.asarray(ecal, dtype=np.float32)
         energy = np.asarray(energy, dtype=np.float32).reshape(-1)
         n = energy.size

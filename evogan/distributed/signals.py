@@ -14,6 +14,7 @@ never join.
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,19 +51,46 @@ class Interrupted(BaseException):
         self.signal_name = signal_name
 
 
+_pending: list[str] = []
+RETRY_SECONDS = 0.01
+
+
 def _interrupt(signum: int, frame: Any = None) -> None:
     del frame
-    raise Interrupted(signal.Signals(signum).name)
+    if signum != signal.SIGALRM:
+        _pending.append(signal.Signals(signum).name)
+    if _pending:
+        raise Interrupted(_pending[0])
+
+
+def _swallowed(unraisable: Any, previous: Any) -> None:
+    """Python drops an exception raised inside a finalizer or weakref callback; when that was
+    our :class:`Interrupted`, raise it again a moment later (SIGALRM) instead of losing it."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS)
+    else:
+        previous(unraisable)
+
+
+def check_stop() -> None:
+    """Raise :class:`Interrupted` if a stop signal arrived (a safe point for long writers)."""
+    if _pending:
+        raise Interrupted(_pending[0])
 
 
 @contextmanager
 def raise_on_stop_signals() -> Iterator[None]:
     """SIGTERM and SIGINT raise :class:`Interrupted` in the block (loops that checkpoint
     replace this with :func:`catch_stop_signals` for their own duration)."""
-    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS}
+    signals = (*STOP_SIGNALS, signal.SIGALRM)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in signals}
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: _swallowed(unraisable, hook)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -78,31 +78,45 @@ class IslandRun:
             replace_sigma=cfg.ga.replace_sigma,
             eval_block=cfg.ga.eval_block,
         )
-        if not resume:
-            run = self._create_run(run_dir)
         session = IslandSession(world, cfg.seed, cfg.islands, cfg.migration, cfg.checkpoint)
         try:
-            layout_record = self._layout(session)  # collective: every rank takes part
-            if self.rank0 and not resume:
-                write_manifest(
-                    run,
-                    self._config(),
-                    layout_record,
-                    {
-                        "root": cfg.seed,
-                        "streams": "derive_seed(root, 'island', I, purpose)",
-                        "migration": "derive_seed(root, 'migration'[, I])",
-                    },
-                )
-            self.announce(
-                f"{self.method}: {layout.size} weights, {len(train)} training / {len(test)} test "
-                f"events, 1+{cfg.ga.children} per generation, {session.island_count} island(s) "
-                f"of {cfg.islands.ranks_per_island} rank(s), migration {cfg.migration.mode} "
-                f"{cfg.migration.topology} every {cfg.migration.interval} -> {run.path}"
-            )
-            return self._evolve(session, problem, test, run, resume)
+            # From here a stop signal only sets the flag: the first generation polls it and
+            # writes a checkpoint, so a run stopped this early is still resumable.
+            with catch_stop_signals(session.flag):
+                if not resume:
+                    run = self._create_run(run_dir)
+                return self._start(session, problem, test, run, resume)
         finally:
             session.close()
+
+    def _start(
+        self,
+        session: IslandSession,
+        problem: RegressorProblem,
+        test: Any,
+        run: RunDir,
+        resume: bool,
+    ) -> RunDir:
+        cfg, layout, train = self.cfg, problem.layout, problem.train
+        layout_record = self._layout(session)  # collective: every rank takes part
+        if self.rank0 and not resume:
+            write_manifest(
+                run,
+                self._config(),
+                layout_record,
+                {
+                    "root": cfg.seed,
+                    "streams": "derive_seed(root, 'island', I, purpose)",
+                    "migration": "derive_seed(root, 'migration'[, I])",
+                },
+            )
+        self.announce(
+            f"{self.method}: {layout.size} weights, {len(train)} training / {len(test)} test "
+            f"events, 1+{cfg.ga.children} per generation, {session.island_count} island(s) "
+            f"of {cfg.islands.ranks_per_island} rank(s), migration {cfg.migration.mode} "
+            f"{cfg.migration.topology} every {cfg.migration.interval} -> {run.path}"
+        )
+        return self._evolve(session, problem, test, run, resume)
 
     def _config(self) -> dict[str, Any]:
         import yaml
@@ -162,18 +176,15 @@ class IslandRun:
             )
         stopped = False
         try:
-            with catch_stop_signals(session.flag):
-                try:
-                    result = strategy.run()
-                except StopEvolution:
-                    stopped = True
-                    result = strategy.result()
-                strategy.save_checkpoint()
-                stopped, counts = session.finish(strategy, stopped)
+            try:
+                result = strategy.run()
+            except StopEvolution:
+                stopped, result = True, None  # no result yet when stopped in generation 0
+            strategy.save_checkpoint()
+            stopped, counts = session.finish(strategy, stopped)
         finally:
             if writer is not None:
                 writer.close()
-        reports = session.gather(self._report(strategy, result, counts))
         if stopped:
             why = session.flag.signal_name or "a signal on another rank"
             self.announce(
@@ -182,6 +193,7 @@ class IslandRun:
             )
             launch = f"mpirun -n {self.world.size} " if self.world.size > 1 else ""
             raise RunStopped(f"{launch}evogan evolve --resume {run.path}")
+        reports = session.gather(self._report(strategy, result, counts))
         if reports is not None:
             summary = self._summarise(run, problem, test, reports, session)
             self.announce(

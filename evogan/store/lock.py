@@ -48,12 +48,14 @@ def lifecycle() -> Iterator[None]:
         _active[0] = False
 
 
-def claim(path: str | Path, *, resume: bool = False, force: bool = False) -> None:
+def claim(
+    path: str | Path, *, resume: bool = False, force: bool = False, extend: bool = False
+) -> None:
     """Lock ``path`` for this process and mark it running (no-op outside :func:`lifecycle`);
     with ``resume``, first refuse a run that must not be continued (:func:`check_resumable`)."""
     if not _active[0]:
         if resume:
-            check_resumable(path, force)
+            check_resumable(path, force, extend)
         return
     path = Path(path).resolve()
     if path in _held:
@@ -72,7 +74,7 @@ def claim(path: str | Path, *, resume: bool = False, force: bool = False) -> Non
     before = (read_status(path) or {}) if resume else None
     if resume:
         try:
-            check_resumable(path, force)
+            check_resumable(path, force, extend)
         except EvoganError:
             handle.close()
             raise
@@ -131,13 +133,17 @@ def read_status(path: str | Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def check_resumable(path: str | Path, force: bool = False) -> None:
-    """Refuse, in one line, to resume a run that finished or did not stop cleanly."""
+def check_resumable(path: str | Path, force: bool = False, extend: bool = False) -> None:
+    """Refuse, in one line, to resume a run that did not stop cleanly, or one that finished
+    unless ``extend`` (resume-safe overrides such as a larger budget were given)."""
     record = read_status(path) or {}
     status = record.get("status")
-    if status == FINISHED:
-        raise EvoganError(f"{path} already finished (status.json); there is nothing to resume")
-    if force or status in (None, STOPPED):
+    if status == FINISHED and not extend:
+        raise EvoganError(
+            f"{path} already finished (status.json); nothing to resume unless you extend it "
+            "with --set (e.g. ga.epochs, trainer.epochs, candidates)"
+        )
+    if force or status in (None, STOPPED, FINISHED):
         return
     if status == FAILED:
         why = record.get("error") or "see the job log"

@@ -1,0 +1,207 @@
+"""How commands begin and end, as a user sees it: the ``--resume RUN`` grammar, resume-safe
+``--set``, the run lock and status, run names that cannot escape the run root, and signals that
+stop a command without leaving temporary files (exit 75, one line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evogan.config.resume import check_resume_overrides
+from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR, ConfigError
+from evogan.store.lock import FAILED, FINISHED, write_status
+from tests.conftest import REPO, evogan, mpi_env
+from tests.test_islands_mpi import TINY
+
+CONFIGS = REPO / "configs"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("lifecycle")
+    path = root / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")
+    return path
+
+
+def one_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The single stderr line of a refused command (exit 2, no traceback)."""
+    assert done.returncode == EXIT_USER_ERROR, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("evogan: error: ")
+    return lines[0]
+
+
+def fake_run(root: Path, name: str, config: Path) -> Path:
+    """A run directory holding only a config (enough for the resume grammar's checks)."""
+    run = root / name
+    run.mkdir()
+    shutil.copy(config, run / "config.yaml")
+    return run
+
+
+def launch(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "evogan", *args],
+        cwd=REPO,
+        env=env or mpi_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_until(found, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not found():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"condition never met: {process.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+
+
+def test_config_and_resume_together_are_refused_for_every_command(tmp_path) -> None:
+    for command, config in (
+        ("evolve", CONFIGS / "regressor_ga.yaml"),
+        ("train", CONFIGS / "regressor_rmsprop.yaml"),
+        ("search", CONFIGS / "arch_search_ga.yaml"),
+    ):
+        run = fake_run(tmp_path, command, config)
+        line = one_error(evogan(command, str(config), "--resume", str(run)))
+        assert f"continues with the run's own config ({run / 'config.yaml'}); drop CONFIG" in line
+    assert "needs a CONFIG file, or --resume RUN" in one_error(evogan("evolve"))
+
+
+@pytest.mark.parametrize(
+    ("command", "config", "key"),
+    [
+        ("evolve", "regressor_ga.yaml", "seed"),
+        ("evolve", "regressor_ga.yaml", "model.filters"),
+        ("evolve", "regressor_ga.yaml", "data.train_events"),
+        ("train", "gan3d_tiny.yaml", "spec.latent_size"),
+        ("train", "gan3d_tiny.yaml", "trainer.mode"),
+        ("search", "arch_search_ga.yaml", "budget.amount"),
+    ],
+)
+def test_resume_refuses_overrides_that_change_the_computation(tmp_path, command, config, key):
+    run = fake_run(tmp_path, "run", CONFIGS / config)
+    line = one_error(evogan(command, "--resume", str(run), "--set", f"{key}=7"))
+    assert f"--set {key} would change what the resumed run computes" in line
+    assert f"start a new run to change {key}" in line
+
+
+def test_resume_safe_keys_per_task() -> None:
+    check_resume_overrides("regressor", ["ga.epochs=40", "run.progress_every=5"])
+    check_resume_overrides("gan3d", ["trainer.epochs=9", "checkpoint.every_seconds=60"])
+    check_resume_overrides("search", ["candidates=64", "run.tensorboard=true"])
+    with pytest.raises(ConfigError, match="--set run would change"):
+        check_resume_overrides("gan3d", ["run=1"])
+    with pytest.raises(ConfigError, match=r"--set runner\.x would change"):
+        check_resume_overrides("gan3d", ["runner.x=1"])
+
+
+def test_rmsprop_runs_and_finished_or_failed_runs_are_not_resumed_blindly(tmp_path) -> None:
+    run = fake_run(tmp_path, "rmsprop", CONFIGS / "regressor_rmsprop.yaml")
+    line = one_error(evogan("train", "--resume", str(run)))
+    assert "evogan train (RMSprop) keep no checkpoints" in line
+    run = fake_run(tmp_path, "ga", CONFIGS / "regressor_ga.yaml")
+    write_status(run, FINISHED)
+    assert "already finished (status.json); nothing to resume unless you extend it" in one_error(
+        evogan("evolve", "--resume", str(run))
+    )
+    write_status(run, FAILED, "RuntimeError: disk full")
+    line = one_error(evogan("evolve", "--resume", str(run)))
+    assert f"{run} failed (RuntimeError: disk full); fix the cause, then resume it" in line
+    assert line.endswith(f"--resume {run} --force")
+    assert json.loads((run / "status.json").read_text())["status"] == FAILED  # unchanged
+
+
+def test_run_names_cannot_escape_the_run_root(tiny, tmp_path) -> None:
+    for name in ("../../escaped", "/tmp/escaped-absolute", "..", "a/b"):
+        done = evogan(
+            "evolve", str(tiny), "--set", f"run.root={tmp_path}", "--set", f"run.name={name}"
+        )
+        assert f"run.name = {name!r} must be a plain directory name" in one_error(done)
+    assert not (tmp_path.parent.parent / "escaped").exists()
+    assert not Path("/tmp/escaped-absolute").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path) -> None:
+    run = tmp_path / "run"
+    first = launch(
+        "evolve",
+        str(tiny),
+        "--run-dir",
+        str(run),
+        "--set",
+        "ga.epochs=2000",
+        "--set",
+        "checkpoint.every=20",
+    )
+    wait_until(lambda: (run / "checkpoints/island-0000/gen-00000020.h5").exists(), first)
+    line = one_error(evogan("evolve", "--resume", str(run)))
+    assert f"run directory {run} is in use by pid {first.pid} on " in line
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == EXIT_STOPPED, err
+    assert err.strip().splitlines()[-1] == (
+        f"evogan: stopped by a signal; resume with: evogan evolve --resume {run}"
+    )
+    assert json.loads((run / "status.json").read_text())["status"] == "stopped"
+    done = evogan("evolve", "--resume", str(run), "--set", "ga.epochs=10")
+    assert done.returncode == 0, done.stderr
+    assert "resumed" in done.stdout and (run / "summary.json").is_file()
+    assert json.loads((run / "status.json").read_text())["status"] == FINISHED
+
+
+def temporaries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".tmp" in p.name)
+
+
+def test_sigterm_during_data_synth_leaves_no_temporary_file(tmp_path) -> None:
+    target = tmp_path / "big.h5"
+    process = launch("data", "synth", "--out", str(target), "--events", "20000")
+    wait_until(lambda: temporaries(tmp_path), process)
+    time.sleep(0.5)  # well inside the writing of events
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == EXIT_STOPPED
+    assert err.strip().splitlines() == [
+        "evogan: stopped by SIGTERM before anything resumable was written; start the command again"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_while_the_default_data_set_is_generated_leaves_no_temporary_file(
+    tiny, tmp_path
+) -> None:
+    cache = tmp_path / "cache"
+    env = {**mpi_env(), "EVOGAN_CACHE_DIR": str(cache)}
+    process = launch(
+        "evolve",
+        str(tiny),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--set",
+        "data.synthetic.events=20000",
+        env=env,
+    )
+    wait_until(lambda: cache.is_dir() and temporaries(cache), process)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == EXIT_STOPPED, err
+    assert "stopped by SIGTERM" in err.strip().splitlines()[-1]
+    assert temporaries(cache) == [] and not list(cache.glob("*.h5"))
+    assert not (tmp_path / "run").exists()  # stopped before the run was made

@@ -1,0 +1,94 @@
+"""How ``evogan`` ends under a real ``mpirun -n 2``: a user error is printed once by rank 0
+(exit 2, no abort banner of MPI's own), SIGTERM stops every rank with a resumable checkpoint
+(exit 75), even before the first generation finished, and ``--resume`` completes the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR
+from tests.conftest import REPO, mpi_env, mpirun
+from tests.test_islands_mpi import SYNC_LONG, TINY, _children
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli_mpi")
+    path = root / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")
+    return path
+
+
+def evogan_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("evogan:")]
+
+
+def test_a_user_error_on_every_rank_is_printed_once(tiny, tmp_path) -> None:
+    done = mpirun(2, ["-m", "evogan", "evolve", str(tmp_path / "absent.yaml")], timeout=60)
+    assert done.returncode == EXIT_USER_ERROR
+    assert evogan_lines(done.stderr) == [
+        f"evogan: error: config file {tmp_path / 'absent.yaml'} does not exist; pass e.g. "
+        "configs/smoke.yaml"
+    ]
+    assert "MPI_ABORT" not in done.stderr and "Traceback" not in done.stderr
+    done = mpirun(2, ["-m", "evogan", "evolve", str(tiny), "--resume", str(tmp_path)], timeout=60)
+    assert done.returncode == EXIT_USER_ERROR
+    (line,) = evogan_lines(done.stderr)
+    assert "continues with the run's own config" in line
+
+
+def launch(args: list[str]) -> subprocess.Popen:
+    command = ["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "evogan", *args]
+    return subprocess.Popen(
+        command,
+        env=mpi_env(),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def terminate_ranks_when(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGTERM every rank (as srun does) once ``path`` exists."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
+        time.sleep(0.02)
+    for child in _children(process.pid):
+        os.kill(child, signal.SIGTERM)
+
+
+@pytest.mark.parametrize("moment", ["first_generation", "checkpoint"])
+def test_sigterm_stops_every_rank_resumably_and_resume_finishes(tiny, tmp_path, moment) -> None:
+    run = tmp_path / "run"
+    process = launch(["evolve", str(tiny), "--run-dir", str(run), *SYNC_LONG])
+    marker = "manifest.json" if moment == "first_generation" else "checkpoints/island-0001"
+    terminate_ranks_when(run / marker, process)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == EXIT_STOPPED, err
+    assert evogan_lines(err) == [
+        f"evogan: stopped by a signal; resume with: mpirun -n 2 evogan evolve --resume {run}"
+    ]
+    assert "Traceback" not in err and "MPI_ABORT" not in err
+    assert json.loads((run / "status.json").read_text())["status"] == "stopped"
+    for island in (0, 1):
+        assert list((run / f"checkpoints/island-{island:04d}").glob("gen-*.h5"))
+    resumed = mpirun(2, ["-m", "evogan", "evolve", "--resume", str(run)], timeout=90)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stdout
+    assert json.loads((run / "summary.json").read_text())["generations"] == 70
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
