@@ -120,3 +120,25 @@ def test_arar_stop_checkpoints_every_rank_where_it_stopped_and_resumes(tmp_path:
         "rank-00000.h5",
         "rank-00001.h5",
     ]
+
+
+def test_timed_checkpoints_and_validations_and_a_stop_in_the_first_step(tmp_path: Path) -> None:
+    """One rank: ``checkpoint.every_seconds`` and ``trainer.validate_every_seconds`` act after
+    every step when they are shorter than a step; SIGTERM in the very first step still stops
+    with a checkpoint at step 1."""
+    run = tmp_path / "timed"
+    timed = ["--set", "checkpoint.every_seconds=0.001", "--set", "trainer.epochs=1"]
+    timed += ["--set", "trainer.steps_per_epoch=2", "--set", "trainer.validate_every_seconds=0.001"]
+    done = evogan("train", CONFIG, "--run-dir", str(run), *timed)
+    assert done.returncode == 0, done.stderr[-3000:]
+    marker = json.loads((run / "checkpoint.json").read_text())
+    assert marker["serial"] == 3 and (marker["epoch"], marker["step"]) == (1, 0)  # 2 timed + end
+    assert len(list((run / "checkpoints").iterdir())) == 1
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl", "validation")] == [1, 2]
+    first = tmp_path / "first"
+    args = [SCRIPT, CONFIG, "--run-dir", str(first), "--signal-rank", "0", "--signal-step", "1"]
+    done = mpirun(1, args)
+    assert done.returncode == 75, done.stderr[-3000:]
+    marker = json.loads((first / "checkpoint.json").read_text())
+    assert (marker["epoch"], marker["step"]) == (0, 1)
+    assert "resume with: evogan train --resume" in done.stderr

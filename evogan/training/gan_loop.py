@@ -202,7 +202,7 @@ class EpochLoop:
         self.chunks = _chunk_source(shard, config.data.chunk_events)
         self.metrics = MetricsWriter(run.file("metrics.jsonl")) if self.lead else None
         self.records: list[dict[str, Any]] = []
-        self.validated: tuple[int, int] | None = None
+        self.validated = -1  # global step of the last validation
         self.started = time.monotonic()
 
     def run_epochs(self, position: Position, on_step: Callable[[StepInfo], None] | None) -> Outcome:
@@ -216,7 +216,7 @@ class EpochLoop:
                     if not self._epoch(position, on_step, task):
                         self._stop(position)
                         return Outcome(self.records, True, position)
-            if self.validation is not None and self.validated != (position.epoch, 0):
+            if self.validation is not None and self.validated != epochs * self.steps:
                 self._validate(position)
         finally:
             if self.metrics is not None:
@@ -298,7 +298,8 @@ class EpochLoop:
         )
 
     def _act(self, actions: int, pos: Position) -> None:
-        if actions & VALIDATE and self.validation is not None:
+        fresh = pos.epoch * self.steps + pos.step != self.validated  # not scored at this step yet
+        if actions & VALIDATE and self.validation is not None and fresh:
             self._validate(pos)
         if actions & CHECKPOINT:
             self._checkpoint(pos)
@@ -312,7 +313,7 @@ class EpochLoop:
         at = {"epoch": pos.epoch, "step": step, "wall_seconds": self._elapsed(pos)}
         generator = self.parallel.step.generator
         score = self.validation.validate(generator, self.run, self.metrics, at)
-        self.validated = (pos.epoch, pos.step)
+        self.validated = step
         self.cadence.done(VALIDATE)
         if score is not None:
             best = self.validation.best
