@@ -14,7 +14,7 @@ from evogan.errors import DataError
 from evogan.physics import WORST, Reference
 from evogan.physics.distortions import SINGLE, SUITE
 
-EVENTS = 400
+EVENTS = 300
 
 
 def _sample(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -51,8 +51,12 @@ def _score(world: dict, distortion) -> float:
 
 def test_independent_sample_scores_at_the_floor(world: dict) -> None:
     floor = world["floor"]
-    assert 0 < floor["score"] < 1 and floor["spread"] > 0 and len(floor["splits"]) == 3
-    assert world["independent"].score < world["clearly"]
+    assert 0 < floor["score"] < 1 and floor["spread"] > 0 and len(floor["splits"]) == 6
+    # Halves of one reference share its events, so the splits' spread understates the noise
+    # of a full-size comparison (0.07-0.26 for independent samples of 400 against a
+    # floor of 0.15 +- 0.035): an independent sample scores at the floor's level, not below
+    # floor + 3 spreads every time.
+    assert world["independent"].score < 2 * floor["score"]
     assert world["independent"].metrics["classifier_auc"]["value"] < 0.6
 
 
@@ -101,7 +105,14 @@ def test_score_does_not_depend_on_the_window_origin(world: dict) -> None:
     pad = ((0, 0), (3, 0), (2, 0), (0, 0))  # the window starts 3 cells earlier in x, 2 in y
     moved = Reference.from_showers(np.pad(ref_ecal, pad), ref_energy, bins=4)
     result = moved.score(np.pad(ecal, pad), energy)
-    assert result.score == pytest.approx(world["independent"].score, rel=1e-6)
+    before = world["independent"].metrics
+    for name in ("separation", "fpd", "kpd", "sf_error"):
+        assert result.metrics[name]["value"] == pytest.approx(before[name]["value"], rel=1e-9)
+    # The classifier sees features equal up to rounding: at most a few of the 22 500 pairs
+    # of its AUC swap order.
+    auc = result.metrics["classifier_auc"]["value"]
+    assert auc == pytest.approx(before["classifier_auc"]["value"], abs=2e-4)
+    assert result.score == pytest.approx(world["independent"].score, abs=5e-4)
 
 
 def test_reference_must_be_clean_and_large_enough(world: dict) -> None:

@@ -62,34 +62,40 @@ def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_
         assert set(report["metrics"][name]) == {"value", "error"}, name
     assert report["worst_features"] and "spectrum" in report["separation"]
     assert json.loads((out / "score.json").read_text())["score"] == report["score"]
-    for png, width in (("features.png", 1500), ("profiles.png", 1500)):
+    for png, width in (("features.png", 1200), ("profiles.png", 1200)):
         image = imread(out / png)
         assert image.shape[1] > width and image.shape[0] > 600, png
         assert image[..., :3].std() > 0.05, png  # drawn, not blank
 
 
-def test_generators_form_an_ensemble_counted_once_per_file(files: dict, tmp_path: Path) -> None:
-    twin = shutil.copy(files["g1"], tmp_path / "copy.h5")
+def test_run_directory_ensemble_counts_each_generator_once(files: dict, tmp_path: Path) -> None:
+    run = tmp_path / "run"  # laid out as a data-parallel gan3d run: best = copy of rank 0
+    (run / "generators").mkdir(parents=True)
+    (run / "config.yaml").write_text("task: gan3d\ndata: {}\n")
+    shutil.copy(files["g1"], run / "generators" / "rank-00000.h5")
+    shutil.copy(files["g2"], run / "generators" / "rank-00001.h5")
+    shutil.copy(files["g1"], run / "best_model.h5")
     result = evogan(
         "validate",
-        str(files["g1"]),
+        str(run),
         str(files["ref"]),
         "--events",
         "60",
         "--bins",
         "3",
         "--ensemble",
-        str(files["g2"]),
-        str(twin),
+        str(run),
         "--beta",
         "0.5",
-        "--out",
-        str(tmp_path / "v"),
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads((tmp_path / "v" / "score.json").read_text())
+    report = json.loads((run / "validation" / "score.json").read_text())
     ensemble = report["ensemble"]
     assert ensemble["members"] == 2 and "byte-identical" in report["notes"][0]
+    assert ensemble["models"] == [
+        str(run / "best_model.h5"),
+        str(run / "generators" / "rank-00001.h5"),
+    ]
     scores = np.array(ensemble["member_scores"])
     assert report["score"] == pytest.approx(scores.mean() + 0.5 * scores.std())
     assert report["score"] > report["floor"]["score"] + 3 * report["floor"]["spread"]

@@ -35,7 +35,8 @@ def _fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return float(value) / len(y), grad / len(y)
 
     start = np.zeros(design.shape[1])
-    return optimize.minimize(loss, start, jac=True, method="L-BFGS-B").x
+    options = {"ftol": 1e-12, "gtol": 1e-8, "maxiter": 500}
+    return optimize.minimize(loss, start, jac=True, method="L-BFGS-B", options=options).x
 
 
 def auc(score_pos: np.ndarray, score_neg: np.ndarray) -> tuple[float, float]:

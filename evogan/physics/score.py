@@ -38,7 +38,7 @@ from evogan.physics.sampling import sf_error
 from evogan.physics.separation import histogram_separation, reference_edges, separation_powers
 
 WORST = 100.0
-FLOOR_SPLITS = 3
+FLOOR_SPLITS = 6
 
 
 def equal_count_edges(energy: np.ndarray, bins: int) -> np.ndarray:
