@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from evogan.errors import EvoganError
 from evogan.plots import save_figure
@@ -63,17 +65,20 @@ class CampaignRecord:
 
 def plot_convergence(records: list[CampaignRecord], path: Path) -> Path:
     """Best fitness so far against evaluations and against campaign wall time."""
-    fig = Figure(figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
     by_count, by_time = fig.subplots(1, 2)
+    values: list[float] = []
     for record, colour in zip(records, run_colours(len(records)), strict=True):
         counts, seconds, best = record.best_so_far()
+        values += best
         style = {"color": colour, "label": record.label, "drawstyle": "steps-post"}
         by_count.plot(counts, best, marker="o", ms=3, **style)
         by_time.plot(seconds, best, marker="o", ms=3, **style)
     by_count.set_xlabel("trained candidates")
+    by_count.xaxis.set_major_locator(MaxNLocator(integer=True))
     by_time.set_xlabel("campaign wall time [s]")
     for axis in (by_count, by_time):
-        axis.set_yscale("log")
+        _fitness_scale(axis, values)
         axis.set_ylabel("best fitness so far (lower is better)")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
@@ -108,13 +113,21 @@ def plot_pareto(records: list[CampaignRecord], path: Path, second: str) -> Path:
             label=f"{record.label}: Pareto front",
         )
     axis.set_xscale("log")
-    axis.set_yscale("log")
+    _fitness_scale(axis, [r["fitness"] for record in records for r in record.rows])
     axis.set_xlabel("forward FLOPs per shower" if key == "flops" else "trainable weights")
     axis.set_ylabel("fitness (lower is better)")
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
     axis.set_title("Fitness against model size")
     return save_figure(fig, path)
+
+
+def _fitness_scale(axis: Axes, values: list[float]) -> None:
+    """Log fitness axes only where the fitnesses span a decade; a narrow range reads better
+    (and gets legible tick labels) on a linear axis."""
+    finite = [v for v in values if math.isfinite(v)]
+    if finite and min(finite) > 0 and max(finite) / min(finite) >= 10:
+        axis.set_yscale("log")
 
 
 def _front_by_size(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
