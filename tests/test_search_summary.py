@@ -84,7 +84,7 @@ def test_report_writes_table_and_figures(tmp_path: Path) -> None:
         for row in rows:
             campaign.append("study", row)
         text = "backend: ga\n" if name == "ga" else "backend: optuna\noptuna: {sampler: tpe}\n"
-        atomic_write(campaign.path / CONFIG, text)
+        atomic_write(campaign.path / CONFIG, "task: search\n" + text)
         campaigns.append(str(campaign.path))
     out = tmp_path / "report"
     assert main(["report", *campaigns, "--out", str(out)]) == 0
