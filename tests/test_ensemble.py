@@ -86,7 +86,7 @@ def test_members_see_the_same_noise_and_a_broken_one_scores_worst() -> None:
     broken = tiny_generator(7)
     broken.forward = lambda _z: (_ for _ in ()).throw(RuntimeError("CUDA out of memory"))
     result = score_generator(reference, spec, broken, energy, theta, seed=3)
-    assert result.score == WORST and "out of memory" in result.separation["reason"]
+    assert result.score == WORST and "out of memory" in result.to_json()["reason"]
 
 
 def test_members_must_share_the_latent() -> None:

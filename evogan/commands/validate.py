@@ -99,6 +99,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _floor(reference) -> dict:
+    """The reference's floor, with progress: a few scores of half the reference."""
+    from evogan.physics.score import FLOOR_SPLITS
+    from evogan.progress import progress
+
+    with progress("floor", total=FLOOR_SPLITS, unit="splits") as task:
+        return reference.floor(lambda score: task.advance(1, note=f"split {score:.3f}"))
+
+
 def _is_generator(path: Path) -> bool:
     from evogan.models.gan_io import KIND
     from evogan.store.weights import FORMAT

@@ -3,8 +3,9 @@
 Modules: ``observables`` (vectorised profiles and moments), ``inspect`` (summary of a shower
 file), ``features`` (the per-event feature table), one module per metric (``separation``,
 ``frechet``, ``kernel``, ``classifier``, ``sampling``), ``score`` (the selection score, defined
-once, and its floor), ``validation`` (showers from a generator), ``ensemble`` (SAGIPS ensemble
-mean and spread over generators).
+once, and its floor), ``validation`` (showers from a generator), ``ensemble`` (ensemble score
+and SAGIPS mean and spread over generators), ``members`` (which files form an ensemble),
+``distortions`` (known damage the score must rank).
 
 The score contract used by training and search::
 

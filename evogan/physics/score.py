@@ -24,8 +24,8 @@ scored (KPD duplicates FPD's information with a heavier noise tail at small N).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -69,9 +69,12 @@ class Validation:
     separation: dict[str, dict] = field(default_factory=dict)
     worst_features: list[tuple[str, float]] = field(default_factory=list)
     table: FeatureTable | None = field(default=None, repr=False)
+    reason: str = ""  # why a set scored worst without comparison
 
     def to_json(self) -> dict:
+        extra = {"reason": self.reason} if self.reason else {}
         return {
+            **extra,
             "score": self.score,
             "metrics": self.metrics,
             "events": self.events,
@@ -89,7 +92,7 @@ def worst_validation(events: int, bad: int, reason: str) -> Validation:
     """The worst-class result: nothing comparable (every shower empty or non-finite, or a
     generator that failed)."""
     metrics = {"bad_fraction": _metric(bad / max(events, 1), 0.0)}
-    return Validation(WORST, metrics, events, bad, {"reason": reason})
+    return Validation(WORST, metrics, events, bad, reason=reason)
 
 
 class Reference:
@@ -115,6 +118,7 @@ class Reference:
         values = self._separation_values(table)
         self.feature_edges = {k: reference_edges(v) for k, v in values.items()}
         self.ref_bins = energy_bin(table.energy, self.edges)
+        self._floor: dict | None = None
 
     @classmethod
     def from_showers(
@@ -220,27 +224,34 @@ class Reference:
         worst = sep.worst()
         return Validation(base, metrics, len(table), 0, groups, worst)
 
-    @cached_property
-    def floor_result(self) -> dict:
-        """Score of one half of the reference against the other, over ``FLOOR_SPLITS``
-        random splits: what an independent sample of the truth scores."""
-        rng = np.random.default_rng(self.seed + 1)
-        scores = []
-        for _ in range(FLOOR_SPLITS):
-            order = rng.permutation(len(self.table))
-            half = len(order) // 2
-            reference = Reference(self.table.subset(order[:half]), self.bins, self.seed)
-            scores.append(reference.score_table(self.table.subset(order[half:])).score)
-        return {
-            "score": float(np.mean(scores)),
-            "spread": float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0,
-            "splits": scores,
-            "events": len(self.table) // 2,
-        }
-
-    def floor(self) -> dict:
-        """The independent-sample floor (mean and spread over disjoint-half splits); cached."""
-        return dict(self.floor_result)
+    def floor(self, on_split: Callable[[float], None] | None = None) -> dict:
+        """The score of one half of the reference against the other, over ``FLOOR_SPLITS``
+        random splits (what an independent sample of the truth scores): mean and spread.
+        Computed once; ``on_split(score)`` is called after each split (progress displays)."""
+        half = len(self.table) // 2
+        if half < 4:
+            raise DataError(
+                f"the floor compares two halves of the reference and needs at least 8 events, "
+                f"got {len(self.table)}; pass more reference events"
+            )
+        if self._floor is None:
+            rng = np.random.default_rng(self.seed + 1)
+            scores = []
+            for _ in range(FLOOR_SPLITS):
+                order = rng.permutation(len(self.table))
+                reference = Reference(
+                    self.table.subset(order[:half]), min(self.bins, half), self.seed
+                )
+                scores.append(reference.score_table(self.table.subset(order[half:])).score)
+                if on_split is not None:
+                    on_split(scores[-1])
+            self._floor = {
+                "score": float(np.mean(scores)),
+                "spread": float(np.std(scores, ddof=1)),
+                "splits": scores,
+                "events": len(self.table) // 2,
+            }
+        return dict(self._floor)
 
 
 def _groups(sep) -> dict[str, dict]:
