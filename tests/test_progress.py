@@ -16,7 +16,7 @@ import yaml
 from evogan import progress as progress_module
 from evogan.logs import labelled_stdout
 from evogan.progress import Task, format_seconds, hushed, progress
-from tests.conftest import REPO, mpi_env, mpirun
+from tests.conftest import REPO, evogan, mpi_env, mpirun
 
 
 def test_format_seconds_reads_at_a_glance() -> None:
@@ -150,3 +150,14 @@ def test_search_reports_candidate_k_of_n_and_labels_group_lines(
     assert any(line.startswith("[group 1] ") for line in out)
     both = result.stdout + result.stderr
     assert "[I " not in both and "optuna: info" not in both and "A new study" not in both
+
+
+def test_inspect_reports_progress_and_streams_the_file_once(tmp_path: Path) -> None:
+    showers = tmp_path / "showers.h5"
+    made = evogan("data", "synth", "--out", str(showers), "--events", "48", "--seed", "1")
+    assert made.returncode == 0, made.stderr
+    result = evogan("data", "inspect", str(showers), "--plot", str(tmp_path / "showers.png"))
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("inspect: ")]
+    assert len(lines) == 1, result.stderr  # one scan for the report and the figure
+    assert re.match(r"inspect: 48/48 events \(100%\), [\d.]+ events/s, ETA 0s$", lines[0])

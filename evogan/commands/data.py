@@ -55,13 +55,14 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from evogan.physics.inspect import format_report, inspect_file
+    from evogan.physics.inspect import format_report, inspect_file, scan_file
 
-    report = inspect_file(args.file, layout=args.layout)
+    scan = scan_file(args.file, layout=args.layout)  # streamed once for the report and figure
+    report = inspect_file(args.file, layout=args.layout, scan=scan)
     if args.plot is not None:
         from evogan.plots.data import plot_inspection
 
-        plot_inspection(args.file, args.plot, layout=args.layout)
+        plot_inspection(args.file, args.plot, layout=args.layout, scan=scan)
     print(json.dumps(report) if args.json else format_report(report))
     if args.plot is not None and not args.json:
         print(f"figures written to {args.plot}")

@@ -92,10 +92,12 @@ def scan_file(path: str | Path, layout: str = "auto") -> Scan:
     )
 
 
-def inspect_file(path: str | Path, layout: str = "auto") -> dict[str, Any]:
+def inspect_file(
+    path: str | Path, layout: str = "auto", scan: Scan | None = None
+) -> dict[str, Any]:
     """The JSON-ready summary of ``path``: counts, energy range, sampling fraction and shower
-    maximum per energy bin, sparsity."""
-    scan = scan_file(path, layout)
+    maximum per energy bin, sparsity (from ``scan`` when the caller already streamed the file)."""
+    scan = scan_file(path, layout) if scan is None else scan
     source = open_file(path, layout=layout)
     return {
         "file": str(path),

@@ -21,12 +21,15 @@ from evogan.plots import save_figure
 MAX_PROFILE_BINS = 4
 
 
-def plot_inspection(path: str | Path, png: str | Path, layout: str = "auto") -> Path:
-    """Write the inspection figure of shower file ``path`` to ``png`` (atomically)."""
+def plot_inspection(
+    path: str | Path, png: str | Path, layout: str = "auto", scan: Scan | None = None
+) -> Path:
+    """Write the inspection figure of shower file ``path`` to ``png`` (atomically), from
+    ``scan`` when the caller already streamed the file."""
     png = Path(png)
     if not png.parent.is_dir():
         raise EvoganError(f"figure directory must exist: {png.parent} does not (create it first)")
-    scan = scan_file(path, layout)
+    scan = scan_file(path, layout) if scan is None else scan
     fig = _figure(scan, Path(path).name)
     return save_figure(fig, png)
 
