@@ -18,6 +18,7 @@ from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.models.regressor import RegressorLayout, RegressorNet
 from evogan.problems.resolution import energy_response
+from evogan.progress import format_seconds
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir, save_weights
 
 
@@ -60,10 +61,13 @@ class Progress:
         self.writer.write(record)
         if record["kind"] == "epoch":
             self.test_mape = record.get("test_mape")
+            done = record["epoch"] + 1
+            left = record["train_seconds"] / done * (self.epochs - done)
             self._print(
-                f"epoch {record['epoch'] + 1}/{self.epochs} | "
+                f"epoch {done}/{self.epochs} | "
                 f"train {_fmt(record.get('reference_fitness'))} | "
-                f"test MAPE {_fmt(self.test_mape)} | {record['train_seconds']:.1f} s"
+                f"test MAPE {_fmt(self.test_mape)} | {record['train_seconds']:.1f} s | "
+                f"ETA {format_seconds(left)}"
             )
         elif record["generation"] % self.every == 0:
             rate = (record["generation"] + 1) / max(record["train_seconds"], 1e-12)
