@@ -38,6 +38,9 @@ LINE_SECONDS = 10.0
 
 _hushed = 0
 """Depth of :func:`hushed` blocks this process is in."""
+_live: list[Progress] = []
+"""The bar on screen, if any: work started under it becomes a second line of the same bar
+(two live displays on one terminal overwrite each other)."""
 
 
 def format_seconds(seconds: float) -> str:
@@ -55,13 +58,9 @@ def format_seconds(seconds: float) -> str:
 class _RateColumn(ProgressColumn):
     """Units per second (rich's own speed column only knows bytes)."""
 
-    def __init__(self, unit: str) -> None:
-        super().__init__()
-        self.unit = unit
-
     def render(self, task) -> Text:
         speed = task.finished_speed or task.speed
-        unit = f" {self.unit}" if self.unit else ""
+        unit = f" {task.fields['unit']}" if task.fields.get("unit") else ""
         return Text("?/s" if speed is None else f"{speed:.3g}{unit}/s")
 
 
@@ -149,22 +148,39 @@ def progress(
             if mode == "lines" and task.completed != task._printed:
                 print(task.line(), file=sys.stderr, flush=True)
         return
+    if _live:
+        with _bar_line(_live[-1], task):
+            yield task
+        return
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn() if total else TextColumn("{task.completed:g}"),
-        _RateColumn(unit),
+        MofNCompleteColumn(),
+        _RateColumn(),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
         TextColumn("{task.fields[note]}"),
     ]
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task._bar, task._bar_task = bar, bar.add_task(description, total=total, note="")
+        _live.append(bar)
         try:
-            yield task
+            with _bar_line(bar, task):
+                yield task
         finally:
-            task._bar = None
+            _live.pop()
+
+
+@contextmanager
+def _bar_line(bar: Progress, task: Task) -> Iterator[None]:
+    """Show ``task`` as one line of ``bar`` while the block runs."""
+    task._bar = bar
+    task._bar_task = bar.add_task(task.description, total=task.total, note="", unit=task.unit)
+    try:
+        yield
+    finally:
+        task._bar = None
+        bar.remove_task(task._bar_task)
 
 
 @contextmanager

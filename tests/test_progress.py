@@ -78,6 +78,22 @@ def test_nothing_shown_off_rank_zero_or_when_hushed(monkeypatch, capsys) -> None
     assert "train: 3/3 steps" in capsys.readouterr().err
 
 
+def test_work_under_a_bar_becomes_a_line_of_that_bar(monkeypatch) -> None:
+    monkeypatch.setenv("EVOGAN_PROGRESS", "bar")
+    with progress("train", total=2, unit="steps") as outer:
+        bar = outer._bar
+        with progress("validation: generate", total=3, unit="showers") as inner:
+            inner.advance(3)
+            assert inner._bar is bar  # one live display, two lines
+            assert [(t.description, t.completed) for t in bar.tasks] == [
+                ("train", 0),
+                ("validation: generate", 3),
+            ]
+        outer.advance(2)
+        assert [(t.description, t.completed) for t in bar.tasks] == [("train", 2)]
+    assert progress_module._live == []
+
+
 def test_labelled_stdout_prefixes_every_line(capsys) -> None:
     with labelled_stdout("[group 2] "):
         print("epoch 1/3: d_loss 1.0")
