@@ -8,8 +8,9 @@ discriminator per rank and passes generator gradients around rings without waiti
 Random streams come from the root seed: in sync mode all ranks share one step stream and each
 uses its block of every global draw (``GanStep.shard``), so R ranks with batch b draw exactly
 what one process with batch R*b draws; in arar mode every rank has its own stream and its own
-discriminator initialisation. Ranks meet once per epoch (metrics, checkpoint), never per step
-in arar mode.
+discriminator initialisation. Ranks meet once per epoch (metrics, checkpoint); in sync mode
+they also agree on stopping after every step (:mod:`evogan.training.gan_cadence`), in arar mode
+without waiting.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from mpi4py import MPI
 
 from evogan import __version__
@@ -37,7 +37,7 @@ from evogan.errors import EvoganError, RunStopped
 from evogan.evolution.seeding import torch_generator
 from evogan.models.gan3d import Discriminator, Generator, build_models
 from evogan.models.gan_io import save_generator
-from evogan.store import BEST_MODEL, CONFIG, RunDir, save_weights
+from evogan.store import BEST_MODEL, RunDir, save_weights
 from evogan.training import gan_checkpoint as ckpt
 from evogan.training.data_parallel import (
     GradientExchange,
@@ -56,6 +56,7 @@ from evogan.training.gan_loop import (
     rank_state,
     summary,
 )
+from evogan.training.gan_resume import open_run, resume_command
 from evogan.training.gan_step import GanStep
 from evogan.training.gan_validation import TrainingValidation
 
@@ -166,58 +167,6 @@ def share_cores(world: MPI.Comm) -> None:
         torch.set_num_threads(share)
 
 
-def _open_run(
-    config: Gan3dConfig, world: MPI.Comm, run_dir: Path | None, resume: bool
-) -> tuple[RunDir, dict[str, Any] | None]:
-    """A new run directory (made by rank 0; an existing non-empty one is refused), or with
-    ``resume`` the run ``run_dir`` holds a committed checkpoint of, checked before anything is
-    loaded."""
-    if not resume:
-        path = None
-        if world.rank == 0:
-            name = config.run.name
-            path = str(RunDir.create("gan3d", root=config.run.root, name=name, path=run_dir).path)
-        return RunDir(world.bcast(path, root=0)), None
-    if run_dir is None:
-        raise EvoganError("resume needs the run directory to continue: --resume RUN")
-    run = RunDir(run_dir)
-    if not run.path.is_dir():
-        raise EvoganError(f"run directory {run.path} does not exist; nothing to resume")
-    marker = ckpt.read_marker(run)
-    if marker["world_size"] != world.size:
-        raise EvoganError(
-            f"{run.path} was trained on {marker['world_size']} ranks and must be resumed on as "
-            f"many: run mpirun -n {marker['world_size']} (got {world.size})"
-        )
-    if marker["epoch"] >= config.trainer.epochs:
-        raise EvoganError(
-            f"{run.path} already finished {marker['epoch']} epoch(s) and trainer.epochs = "
-            f"{config.trainer.epochs}; raise it to continue, e.g. --set trainer.epochs="
-            f"{marker['epoch'] + 1}"
-        )
-    _check_same_computation(run, config)
-    return run, marker
-
-
-def _check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
-    """Refuse, naming the key, a config that would not continue the stored computation."""
-    stored = yaml.safe_load(run.file(CONFIG).read_text())
-    given = config.model_dump(mode="json")
-    for key in ("seed", "spec", "data"):
-        if stored.get(key) != given[key]:
-            raise EvoganError(
-                f"{run.path} was trained with a different {key}; resume it with the config it "
-                f"stored: evogan train --resume {run.path}"
-            )
-    computing = ("mode", "rma", "group_size", "outer_every", "batch_size", "steps_per_epoch")
-    for key in (*computing, "shuffle", "device"):
-        if stored["trainer"].get(key) != given["trainer"][key]:
-            raise EvoganError(
-                f"{run.path} was trained with trainer.{key} = {stored['trainer'].get(key)!r}; "
-                f"resume it with the same value (got {given['trainer'][key]!r})"
-            )
-
-
 def _manifest(config: Gan3dConfig, layout: Layout, layouts: list[dict[str, Any]]) -> dict:
     return {
         "task": "gan3d",
@@ -265,11 +214,6 @@ def _shape(config: Gan3dConfig, world: MPI.Comm, shard: Any, held_out: Any) -> t
     return batch, min(steps, trainer.steps_per_epoch or steps)
 
 
-def resume_command(run: RunDir, world: MPI.Comm) -> str:
-    launcher = f"mpirun -n {world.size} " if world.size > 1 else ""
-    return f"{launcher}evogan train --resume {run.path}"
-
-
 def train_gan3d(
     config: Gan3dConfig,
     run_dir: Path | None = None,
@@ -292,24 +236,17 @@ def train_gan3d(
         return _train(config, run_dir, resume, world, on_step, flag)
 
 
-def _train(
+def _start(
     config: Gan3dConfig,
-    run_dir: Path | None,
-    resume: bool,
-    world: MPI.Comm,
-    on_step: Callable[[StepInfo], None] | None,
-    flag: StopFlag,
-) -> RunDir:
-    trainer = config.trainer
-    group_size = trainer.group_size if trainer.mode == "arar" else None
-    device = _device(trainer, world)  # bad settings are refused before a run directory exists
-    shard, held_out = _load_data(config, world)
-    shape = _shape(config, world, shard, held_out)
-    run, marker = _open_run(config, world, run_dir, resume)
-    layout = split_layout(world, None, group_size)
-    if device == "cpu":
-        share_cores(world)
-    parallel = build_parallel_step(config.spec, trainer, layout, config.seed, device)
+    layout: Layout,
+    run: RunDir,
+    marker: dict[str, Any] | None,
+    parallel: ParallelGanStep,
+    steps: int,
+) -> tuple[Position, int, float | None]:
+    """Restore this rank from ``marker``'s checkpoint (or write a new run's manifest) and the
+    config; returns the position, the next checkpoint serial and the best score so far."""
+    world = layout.world
     layouts = world.gather(layout.describe(), root=0)
     position, serial, best = Position(), 1, None
     if marker is not None:
@@ -323,9 +260,33 @@ def _train(
     if world.rank == 0:
         run.write_config(dump(config))
         if marker is not None:
-            record = {"kind": "resume", "epoch": position.epoch, "ranks": world.size}
+            step = position.epoch * steps + position.step
             with run.metrics_writer() as metrics:
-                metrics.write({**record, "step": position.epoch * shape[1] + position.step})
+                metrics.write(
+                    {"kind": "resume", "epoch": position.epoch, "step": step, "ranks": world.size}
+                )
+    return position, serial, best
+
+
+def _train(
+    config: Gan3dConfig,
+    run_dir: Path | None,
+    resume: bool,
+    world: MPI.Comm,
+    on_step: Callable[[StepInfo], None] | None,
+    flag: StopFlag,
+) -> RunDir:
+    trainer = config.trainer
+    group_size = trainer.group_size if trainer.mode == "arar" else None
+    device = _device(trainer, world)  # bad settings are refused before a run directory exists
+    shard, held_out = _load_data(config, world)
+    shape = _shape(config, world, shard, held_out)
+    run, marker = open_run(config, world, run_dir, resume)
+    layout = split_layout(world, None, group_size)
+    if device == "cpu":
+        share_cores(world)
+    parallel = build_parallel_step(config.spec, trainer, layout, config.seed, device)
+    position, serial, best = _start(config, layout, run, marker, parallel, shape[1])
     validation = TrainingValidation(config, world, held_out, best) if trainer.validates else None
     every = config.checkpoint.every_seconds
     cadence = Cadence(world, flag, trainer.mode, every, trainer.validate_every_seconds)

@@ -1,0 +1,73 @@
+"""Which run directory a GAN training writes: a new one, or (``resume``) the run it continues,
+checked before anything is loaded so a resume that would not continue the same computation is
+refused in one line naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from mpi4py import MPI
+
+from evogan.config.gan import Gan3dConfig
+from evogan.errors import EvoganError
+from evogan.store import CONFIG, RunDir
+from evogan.training import gan_checkpoint as ckpt
+
+
+def open_run(
+    config: Gan3dConfig, world: MPI.Comm, run_dir: Path | None, resume: bool
+) -> tuple[RunDir, dict[str, Any] | None]:
+    """A new run directory (made by rank 0; an existing non-empty one is refused), or with
+    ``resume`` the run ``run_dir`` holds a committed checkpoint of, checked before anything is
+    loaded."""
+    if not resume:
+        path = None
+        if world.rank == 0:
+            name = config.run.name
+            path = str(RunDir.create("gan3d", root=config.run.root, name=name, path=run_dir).path)
+        return RunDir(world.bcast(path, root=0)), None
+    if run_dir is None:
+        raise EvoganError("resume needs the run directory to continue: --resume RUN")
+    run = RunDir(run_dir)
+    if not run.path.is_dir():
+        raise EvoganError(f"run directory {run.path} does not exist; nothing to resume")
+    marker = ckpt.read_marker(run)
+    if marker["world_size"] != world.size:
+        raise EvoganError(
+            f"{run.path} was trained on {marker['world_size']} ranks and must be resumed on as "
+            f"many: run mpirun -n {marker['world_size']} (got {world.size})"
+        )
+    if marker["epoch"] >= config.trainer.epochs:
+        raise EvoganError(
+            f"{run.path} already finished {marker['epoch']} epoch(s) and trainer.epochs = "
+            f"{config.trainer.epochs}; raise it to continue, e.g. --set trainer.epochs="
+            f"{marker['epoch'] + 1}"
+        )
+    check_same_computation(run, config)
+    return run, marker
+
+
+def check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
+    """Refuse, naming the key, a config that would not continue the stored computation."""
+    stored = yaml.safe_load(run.file(CONFIG).read_text())
+    given = config.model_dump(mode="json")
+    for key in ("seed", "spec", "data"):
+        if stored.get(key) != given[key]:
+            raise EvoganError(
+                f"{run.path} was trained with a different {key}; resume it with the config it "
+                f"stored: evogan train --resume {run.path}"
+            )
+    computing = ("mode", "rma", "group_size", "outer_every", "batch_size", "steps_per_epoch")
+    for key in (*computing, "shuffle", "device"):
+        if stored["trainer"].get(key) != given["trainer"][key]:
+            raise EvoganError(
+                f"{run.path} was trained with trainer.{key} = {stored['trainer'].get(key)!r}; "
+                f"resume it with the same value (got {given['trainer'][key]!r})"
+            )
+
+
+def resume_command(run: RunDir, world: MPI.Comm) -> str:
+    launcher = f"mpirun -n {world.size} " if world.size > 1 else ""
+    return f"{launcher}evogan train --resume {run.path}"
