@@ -205,3 +205,15 @@ def test_sigterm_while_the_default_data_set_is_generated_leaves_no_temporary_fil
     assert "stopped by SIGTERM" in err.strip().splitlines()[-1]
     assert temporaries(cache) == [] and not list(cache.glob("*.h5"))
     assert not (tmp_path / "run").exists()  # stopped before the run was made
+
+
+def test_sigterm_stops_an_rmsprop_run_with_75_and_its_resume_is_refused(tiny, tmp_path) -> None:
+    run = tmp_path / "run"
+    process = launch("train", str(tiny), "--run-dir", str(run), "--set", "train.epochs=5000")
+    wait_until(lambda: (run / "metrics.jsonl").is_file(), process)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == EXIT_STOPPED, err
+    assert err.strip().splitlines()[-1].startswith("evogan: stopped by SIGTERM")
+    assert json.loads((run / "status.json").read_text())["status"] == "stopped"
+    assert "keep no checkpoints" in one_error(evogan("train", "--resume", str(run)))

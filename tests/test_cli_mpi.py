@@ -1,6 +1,7 @@
 """How ``evogan`` ends under a real ``mpirun -n 2``: a user error is printed once by rank 0
 (exit 2, no abort banner of MPI's own), SIGTERM stops every rank with a resumable checkpoint
-(exit 75), even before the first generation finished, and ``--resume`` completes the run."""
+(exit 75), even before the first generation finished, and ``--resume`` completes the run; a
+search campaign stops and resumes the same way."""
 
 from __future__ import annotations
 
@@ -92,3 +93,28 @@ def test_sigterm_stops_every_rank_resumably_and_resume_finishes(tiny, tmp_path, 
     assert "resumed" in resumed.stdout
     assert json.loads((run / "summary.json").read_text())["generations"] == 70
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
+
+
+def test_sigterm_stops_a_search_campaign_with_75_and_resume_completes(tiny, tmp_path) -> None:
+    from tests.test_search_campaign import _config, _rows
+
+    config = _config(tmp_path, candidates=6, ranks_per_group=1)
+    out = tmp_path / "campaign"
+    process = launch(["search", str(config), "--run-dir", str(out)])
+    deadline = time.monotonic() + 120
+    while not _rows(out) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    for child in _children(process.pid):
+        os.kill(child, signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == EXIT_STOPPED, err[-3000:]
+    assert evogan_lines(err) == [
+        f"evogan: stopped by a signal; resume with: mpirun -n 2 evogan search --resume {out}"
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by_signal"] and not summary["complete"]
+    assert json.loads((out / "status.json").read_text())["status"] == "stopped"
+    resumed = mpirun(2, ["-m", "evogan", "search", "--resume", str(out)], timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((out / "summary.json").read_text())["complete"]
+    assert len({row["id"] for row in _rows(out)}) == 6
