@@ -133,3 +133,55 @@ def test_growing_checkpoint_parts_convert_only_new_rows_and_match_a_fresh_conver
     assert integers == fresh_integers == ["generation"]
     assert text == GrowingParts().epoch_records(records)
     assert json.loads(text)[1] == {"epoch": 1, "elite_fitness": None}  # strict JSON: inf -> null
+
+
+def test_a_run_is_locked_by_its_process_and_released_when_it_ends(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from evogan.store.lock import lifecycle, read_status, settle
+
+    other = (
+        "import sys; from evogan.store.lock import lifecycle, claim\n"
+        "with lifecycle():\n    claim(sys.argv[1], resume=True)\n"
+    )
+    run = RunDir.create("ga", root=tmp_path, name="run")  # outside lifecycle: no lock, no status
+    assert read_status(run.path) is None and not (run.path / ".lock").exists()
+    with lifecycle():
+        run = RunDir.create("ga", root=tmp_path, name="locked")
+        assert read_status(run.path)["status"] == "running"
+        held = subprocess.run(
+            [sys.executable, "-c", other, str(run.path)], capture_output=True, text=True
+        )
+        assert held.returncode != 0
+        assert f"run directory {run.path} is in use by pid " in held.stderr
+        settle("stopped")
+    free = subprocess.run([sys.executable, "-c", other, str(run.path)], capture_output=True)
+    assert free.returncode == 0, free.stderr
+
+
+def test_a_refused_resume_keeps_the_status_it_found(tmp_path) -> None:
+    from evogan.store.lock import claim, lifecycle, read_status, settle_refused, write_status
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_status(run, "stopped")
+    with lifecycle():
+        claim(run, resume=True)
+        assert read_status(run)["status"] == "running"
+        settle_refused("resume it with mpirun -n 2")
+    assert read_status(run)["status"] == "stopped"
+    write_status(run, "failed", "boom")
+    with pytest.raises(EvoganError, match=r"failed \(boom\).*--force"), lifecycle():
+        claim(run, resume=True)
+    with lifecycle():
+        claim(run, resume=True, force=True)
+        settle_refused("wrong rank count")
+    assert read_status(run)["status"] == "failed"
+
+
+@pytest.mark.parametrize("name", ["..", "../up", "/abs/olute", "a/b", ""])
+def test_run_names_are_plain_names(tmp_path, name) -> None:
+    with pytest.raises(EvoganError, match="must be a plain directory name"):
+        RunDir.create("ga", root=tmp_path / "root", name=name)
+    assert not (tmp_path / "root").exists() and not (tmp_path / "up").exists()

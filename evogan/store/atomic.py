@@ -1,7 +1,9 @@
 """Atomic file writes: a reader (or a resumed run) never sees a half-written file.
 
 Everything is written to a temporary file in the destination's directory and moved into place
-with :func:`os.replace`, which is atomic on POSIX file systems.
+with :func:`os.replace`, which is atomic on POSIX file systems. The temporary file is removed
+whenever the block does not complete, including when SIGTERM/SIGINT unwinds it
+(:func:`evogan.distributed.signals.raise_on_stop_signals`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
     tmp = Path(tmp_name)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; shared project data must stay readable
     try:
+        os.close(handle)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; shared data must stay readable
         yield tmp
         os.replace(tmp, path)
     finally:

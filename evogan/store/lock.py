@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,17 +61,7 @@ def claim(
     path = Path(path).resolve()
     if path in _held:
         return
-    handle = open(path / LOCK, "a+")  # noqa: SIM115 (held until settle)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise EvoganError(
-            f"run directory {path} is in use by {holder}; wait for it to end (or stop it) "
-            "before starting another process on it"
-        ) from None
+    handle = _lock(path)
     before = (read_status(path) or {}) if resume else None
     if resume:
         try:
@@ -84,6 +75,32 @@ def claim(
     handle.flush()
     _held[path] = (handle, before)
     write_status(path, RUNNING)
+
+
+def _lock(path: Path) -> IO[str]:
+    """The open, exclusively locked ``RUN/.lock`` (a file system without ``flock`` support
+    gets a one-line note and no lock rather than no run)."""
+    try:
+        handle = open(path / LOCK, "a+")  # noqa: SIM115 (held until settle)
+    except OSError as exc:
+        raise EvoganError(f"cannot lock run directory {path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise EvoganError(
+            f"run directory {path} is in use by {holder}; wait for it to end (or stop it) "
+            "before starting another process on it"
+        ) from None
+    except OSError as exc:
+        print(
+            f"evogan: note: no file locks on the file system of {path} ({exc.strerror}); "
+            "a second process on this run would not be noticed",
+            file=sys.stderr,
+        )
+    return handle
 
 
 def settle(status: str | None, error: str | None = None) -> None:
