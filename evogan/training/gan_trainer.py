@@ -58,7 +58,7 @@ from evogan.training.gan_loop import (
 )
 from evogan.training.gan_resume import open_run, resume_command
 from evogan.training.gan_step import GanStep
-from evogan.training.gan_validation import TrainingValidation
+from evogan.training.gan_validation import MIN_VALIDATION_EVENTS, TrainingValidation
 
 ENSEMBLE = "generators"
 LAST_MODEL = "last_model.h5"
@@ -206,10 +206,12 @@ def _shape(config: Gan3dConfig, world: MPI.Comm, shard: Any, held_out: Any) -> t
             f"every rank needs at least one batch of trainer.batch_size = {batch} showers, but a "
             f"rank holds {smallest}; use more events, fewer ranks or a smaller batch"
         )
-    if trainer.validates and len(held_out) < batch:
+    needed = max(batch, MIN_VALIDATION_EVENTS)
+    if trainer.validates and len(held_out) < needed:
         raise EvoganError(
-            f"the held-out validation set has {len(held_out)} showers, fewer than one batch "
-            f"({batch}); raise trainer.validation_events or data.test_fraction"
+            f"the held-out validation set has {len(held_out)} showers, fewer than {needed} (one "
+            f"batch, and 8 for the score's floor); raise trainer.validation_events or "
+            "data.test_fraction"
         )
     return batch, min(steps, trainer.steps_per_epoch or steps)
 

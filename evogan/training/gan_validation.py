@@ -26,6 +26,8 @@ from evogan.store import BEST_MODEL, MetricsWriter, RunDir
 from evogan.training.data_parallel import average_tensors
 
 GENERATE_BATCH = 128
+MIN_VALIDATION_EVENTS = 8
+"""The score's floor compares two halves of the reference, each of at least 4 showers."""
 
 
 def generator_buffers(generator: torch.nn.Module) -> list[torch.Tensor]:
@@ -55,6 +57,7 @@ class TrainingValidation:
         self, config: Gan3dConfig, world: MPI.Comm, held_out: Any, best: float | None
     ) -> None:
         from evogan.physics import Reference
+        from evogan.physics.score import FLOOR_SPLITS
 
         self.config = config
         self.world = world
@@ -68,7 +71,8 @@ class TrainingValidation:
             self.reference = Reference.from_showers(
                 chunk.ecal, chunk.energy, bins=bins, seed=config.seed, theta=self.theta
             )
-            floor = self.reference.floor()
+            with progress("validation: reference floor", FLOOR_SPLITS, unit="splits") as task:
+                floor = self.reference.floor(on_split=lambda _score: task.advance(1))
             self.floor, self.spread = floor["score"], floor["spread"]
 
     def validate(
