@@ -191,6 +191,7 @@ def _score(job: Job, args: argparse.Namespace) -> tuple[dict, dict]:
         return report, {
             "table": result.table,
             "label": "generated",
+            "table_label": "generated",
             "std": None,
             "observables": observables(result.table, ref.edges),
         }
@@ -200,6 +201,7 @@ def _score(job: Job, args: argparse.Namespace) -> tuple[dict, dict]:
     figures = {
         "table": first.table,
         "label": specs[0].name,
+        "table_label": f"{job.members[0].name} ({specs[0].name})",
         "std": None,
         "observables": observables(first.table, ref.edges),
     }
@@ -265,7 +267,7 @@ def _write(report: dict, figures: dict, out: Path, job: Job) -> None:
                 figures["table"],
                 out / "features.png",
                 headline=headline,
-                label=figures["label"],
+                label=figures["table_label"],
             )
         )
     written.append(
@@ -290,7 +292,8 @@ def _summary(report: dict, out: Path) -> None:
     parts = [f"{k} {v['value']:.3g} +- {v['error']:.2g}" for k, v in metrics.items()]
     print(line)
     if parts:
-        print("  " + ", ".join(parts))
+        whose = f"{Path(report['generated']).name}: " if "ensemble" in report else ""
+        print(f"  {whose}" + ", ".join(parts))
     worst = report.get("worst_features") or []
     if worst:
         print(

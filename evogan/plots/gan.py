@@ -163,7 +163,7 @@ def plot_profiles(
             x, xlabel = np.arange(size), "layer"
         else:
             x, xlabel = (np.arange(size) - 0.5 * (size - 1)) * det.CELL_MM, PROFILE_UNITS[axis]
-        _curves(ax, x, key, reference, generated, generated_std, label)
+        _curves(ax, x, key, reference, generated, generated_std, label, log=True)
         _decorate(ax, xlabel, "energy fraction per slice (unit area)", log=True)
         if axis == "z":
             _x0_axis(ax, size)
@@ -179,26 +179,32 @@ def plot_profiles(
 
 
 def _curves(
-    ax: Axes, x: np.ndarray, key: str, ref: dict, gen: dict, std: dict | None, label: str
+    ax: Axes,
+    x: np.ndarray,
+    key: str,
+    ref: dict,
+    gen: dict,
+    std: dict | None,
+    label: str,
+    *,
+    log: bool = False,
 ) -> None:
+    """Reference and generated values with standard errors; on a log axis an error bar and
+    band stop above zero instead of stretching the axis down by decades."""
     for values, style, name in ((ref, REF, "reference"), (gen, GEN, label)):
         y = np.asarray(values[key], dtype=np.float64)
         err = values.get(f"{key}_error")
+        if err is not None:
+            err = np.asarray(err, dtype=np.float64)
+            err = np.vstack([np.minimum(err, 0.9 * y) if log else err, err])
         ax.errorbar(
-            x,
-            y,
-            None if err is None else err,
-            color=style["color"],
-            marker="o",
-            ms=3,
-            lw=1.1,
-            capsize=2,
-            label=name,
+            x, y, err, color=style["color"], marker="o", ms=3, lw=1.1, capsize=2, label=name
         )
     if std is not None:
         y = np.asarray(gen[key], dtype=np.float64)
+        low = np.maximum(y - std[key], 0.1 * y) if log else y - std[key]
         ax.fill_between(
-            x, y - std[key], y + std[key], color="tab:red", alpha=0.25, lw=0, label="ensemble std"
+            x, low, y + std[key], color="tab:red", alpha=0.25, lw=0, label="ensemble std"
         )
 
 
