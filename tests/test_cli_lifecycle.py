@@ -104,7 +104,7 @@ def test_resume_refuses_overrides_that_change_the_computation(tmp_path, command,
 def test_resume_safe_keys_per_task() -> None:
     check_resume_overrides("regressor", ["ga.epochs=40", "run.progress_every=5"])
     check_resume_overrides("gan3d", ["trainer.epochs=9", "checkpoint.every_seconds=60"])
-    check_resume_overrides("search", ["candidates=64", "run.tensorboard=true"])
+    check_resume_overrides("search", ["candidates=64", "campaign.tensorboard=true"])
     with pytest.raises(ConfigError, match="--set run would change"):
         check_resume_overrides("gan3d", ["run=1"])
     with pytest.raises(ConfigError, match=r"--set runner\.x would change"):
