@@ -163,6 +163,12 @@ def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "resumed" in done.stdout and (run / "summary.json").is_file()
     assert json.loads((run / "status.json").read_text())["status"] == FINISHED
+    before = json.loads((run / "summary.json").read_text())
+    more = before["epochs"] + 1  # the stop may come after epoch 10: extend past it
+    done = evogan("evolve", "--resume", str(run), "--set", f"ga.epochs={more}")
+    assert done.returncode == 0, done.stderr
+    after = json.loads((run / "summary.json").read_text())
+    assert after["epochs"] == more and after["generations"] > before["generations"]
 
 
 def temporaries(folder: Path) -> list[str]:
