@@ -67,7 +67,10 @@ def test_ga_run_writes_a_complete_run_directory(runs) -> None:
         "summary.json",
         "manifest.json",
         "checkpoints",
+        "status.json",
+        ".lock",
     }
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary) >= SUMMARY_KEYS
     assert summary["method"] == "ga" and summary["epochs"] == 2
