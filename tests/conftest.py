@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,49 @@ def evogan(
         timeout=timeout,
         env=mpi_env(),
     )
+
+
+def launch(ranks: int, args: list[str]) -> subprocess.Popen:
+    """Start ``python args...`` under ``mpirun -n ranks`` in its own session (so a test can
+    kill the whole job with ``os.killpg``), without waiting for it."""
+    command = ["mpirun", "-n", str(ranks), "--oversubscribe", sys.executable, *args]
+    return subprocess.Popen(
+        command,
+        env=mpi_env(),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
+    """Wait until ``path`` exists; kill the job and fail the test if it never does."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
+        time.sleep(0.02)
+
+
+def rank_pids(pid: int) -> list[int]:
+    """Python rank processes started by the launcher ``pid`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def terminate_ranks(process: subprocess.Popen) -> None:
+    """SIGTERM every rank of ``process``, as srun / Slurm does at the end of an allocation."""
+    for child in rank_pids(process.pid):
+        os.kill(child, signal.SIGTERM)

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,8 +15,8 @@ import pytest
 import yaml
 
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR
-from tests.conftest import REPO, mpi_env, mpirun
-from tests.test_islands_mpi import SYNC_LONG, TINY, _children
+from tests.conftest import launch, mpirun, terminate_ranks, wait_for
+from tests.test_islands_mpi import SYNC_LONG, TINY
 
 
 @pytest.fixture(scope="module")
@@ -48,35 +46,16 @@ def test_a_user_error_on_every_rank_is_printed_once(tiny, tmp_path) -> None:
     assert "continues with the run's own config" in line
 
 
-def launch(args: list[str]) -> subprocess.Popen:
-    command = ["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "evogan", *args]
-    return subprocess.Popen(
-        command,
-        env=mpi_env(),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
 def terminate_ranks_when(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
     """SIGTERM every rank (as srun does) once ``path`` exists."""
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
-            pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
-        time.sleep(0.02)
-    for child in _children(process.pid):
-        os.kill(child, signal.SIGTERM)
+    wait_for(path, process, timeout)
+    terminate_ranks(process)
 
 
 @pytest.mark.parametrize("moment", ["first_generation", "checkpoint"])
 def test_sigterm_stops_every_rank_resumably_and_resume_finishes(tiny, tmp_path, moment) -> None:
     run = tmp_path / "run"
-    process = launch(["evolve", str(tiny), "--run-dir", str(run), *SYNC_LONG])
+    process = launch(2, ["-m", "evogan", "evolve", str(tiny), "--run-dir", str(run), *SYNC_LONG])
     marker = "manifest.json" if moment == "first_generation" else "checkpoints/island-0001"
     terminate_ranks_when(run / marker, process)
     _, err = process.communicate(timeout=60)
@@ -100,12 +79,11 @@ def test_sigterm_stops_a_search_campaign_with_75_and_resume_completes(tiny, tmp_
 
     config = _config(tmp_path, candidates=6, ranks_per_group=1)
     out = tmp_path / "campaign"
-    process = launch(["search", str(config), "--run-dir", str(out)])
+    process = launch(2, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
     deadline = time.monotonic() + 120
     while not _rows(out) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
-    for child in _children(process.pid):
-        os.kill(child, signal.SIGTERM)
+    terminate_ranks(process)
     _, err = process.communicate(timeout=120)
     assert process.returncode == EXIT_STOPPED, err[-3000:]
     assert evogan_lines(err) == [

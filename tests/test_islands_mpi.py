@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import yaml
 
 from evogan.errors import EXIT_STOPPED
 from evogan.store import load_weights, read_metrics
-from tests.conftest import REPO, evogan, mpi_env, mpirun, untimed
+from tests.conftest import REPO, evogan, launch, mpirun, terminate_ranks, untimed, wait_for
 
 SCRIPT = str(REPO / "tests" / "mpi_scripts" / "islands_run.py")
 TINY = {
@@ -149,8 +148,8 @@ def test_sync_runs_are_identical_and_survive_a_kill(config, tmp_path) -> None:
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     done = mpirun(2, [SCRIPT, str(config), str(whole), *SYNC_LONG], timeout=60)
     assert done.returncode == 0, done.stderr
-    process = _launch([SCRIPT, str(config), str(killed), *SYNC_LONG])
-    _wait_for(killed / "checkpoints/island-0001/gen-00000040.h5", process)
+    process = launch(2, [SCRIPT, str(config), str(killed), *SYNC_LONG])
+    wait_for(killed / "checkpoints/island-0001/gen-00000040.h5", process, timeout=40)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
     assert not (killed / "summary.json").exists()
@@ -165,11 +164,10 @@ def test_sync_runs_are_identical_and_survive_a_kill(config, tmp_path) -> None:
 
 def test_sigterm_checkpoints_every_island_and_exits_stopped(config, tmp_path) -> None:
     run = tmp_path / "run"
-    process = _launch([SCRIPT, str(config), str(run), *SYNC_LONG])
-    _wait_for(run / "checkpoints/island-0001/gen-00000020.h5", process)
+    process = launch(2, [SCRIPT, str(config), str(run), *SYNC_LONG])
+    wait_for(run / "checkpoints/island-0001/gen-00000020.h5", process, timeout=40)
     started = time.monotonic()
-    for child in _children(process.pid):  # what srun / Slurm does: signal every rank
-        os.kill(child, signal.SIGTERM)
+    terminate_ranks(process)
     out, err = process.communicate(timeout=30)
     assert process.returncode == EXIT_STOPPED, err
     assert time.monotonic() - started < 10
@@ -203,40 +201,3 @@ def test_a_failing_rank_ends_the_job_promptly(config, tmp_path) -> None:
 
 def evogan_mpi(ranks: int, args: list[str]) -> subprocess.CompletedProcess[str]:
     return mpirun(ranks, ["-m", "evogan", *args], timeout=60)
-
-
-def _launch(args: list[str]) -> subprocess.Popen:
-    command = ["mpirun", "-n", "2", "--oversubscribe", sys.executable, *args]
-    return subprocess.Popen(
-        command,
-        env=mpi_env(),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 40) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
-            pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
-        time.sleep(0.05)
-
-
-def _children(pid: int) -> list[int]:
-    """Python rank processes started by the launcher ``pid`` (read from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == pid:
-                found.append(int(entry.name))
-    return found
