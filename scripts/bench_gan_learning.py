@@ -1,0 +1,175 @@
+"""Did a trained 3DGAN learn showers? The four physics numbers of the learning target, per
+energy bin, on held-out reference showers, and the selection score over training.
+
+    mpirun -n 2 evogan train configs/gan3d_small.yaml --run-dir populations/gan3d-small
+    python scripts/bench_gan_learning.py populations/gan3d-small --events 2000
+
+The reference is an independent synthetic sample (a seed the training set never used) of the
+run's own energy range, so every event is held out. For each equal-count energy bin the
+script compares the generated and reference means of: the sampling fraction (E_sum/E_primary,
+target within 10%), the longitudinal centre of gravity (within 1 layer), the transverse width
+(mean of the x and y energy-weighted widths, within 20%) and the hits above 3e-4 GeV (within
+25%). It also reads the run's validation records: the score at the first and the last
+validation, the best one, and the floor, with the training wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from evogan.config import load_config
+from evogan.data.synthetic import synthesize
+from evogan.models.gan_io import find_generator, load_generator
+from evogan.physics import Reference
+from evogan.physics.features import shower_features
+from evogan.physics.score import energy_bin, equal_count_edges
+from evogan.physics.validation import generate_showers
+from evogan.store import RunDir
+
+TOLERANCES = {
+    "sampling_fraction": ("relative", 0.10),
+    "centre_z_layer": ("absolute", 1.0),
+    "width_mm": ("relative", 0.20),
+    "hits": ("relative", 0.25),
+}
+
+
+def held_out_reference(run: RunDir, events: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An independent synthetic sample in the run's energy range (never seen in training)."""
+    config = load_config(run.file("config.yaml"))
+    synthetic = config.data.synthetic
+    parts = list(synthesize(events, tuple(synthetic.energy_range), synthetic.seed + 1_000_003))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def binned_means(ecal: np.ndarray, energy: np.ndarray, edges: np.ndarray) -> dict[str, list]:
+    """Per energy bin: mean and standard error of each of the four target quantities."""
+    table = shower_features(ecal, energy)
+    values = {
+        "sampling_fraction": table.scalars["energy_ratio"],
+        "centre_z_layer": table.scalars["centre_z_layer"],
+        "width_mm": 0.5 * (table.scalars["width_x_mm"] + table.scalars["width_y_mm"]),
+        "hits": table.scalars["hits"].astype(np.float64),
+    }
+    which = energy_bin(energy, edges)
+    out: dict[str, list] = {name: [] for name in values}
+    for b in range(edges.size - 1):
+        mask = which == b
+        for name, column in values.items():
+            chosen = column[mask]
+            error = chosen.std(ddof=1) / np.sqrt(chosen.size) if chosen.size > 1 else np.nan
+            out[name].append((float(chosen.mean()), float(error)))
+    return out
+
+
+def compare(generated: dict[str, list], reference: dict[str, list]) -> list[dict]:
+    """One row per (quantity, bin): both means, the deviation and whether it is in tolerance."""
+    rows = []
+    for name, (kind, tolerance) in TOLERANCES.items():
+        for b, ((gen, gen_err), (ref, ref_err)) in enumerate(
+            zip(generated[name], reference[name], strict=True)
+        ):
+            deviation = gen - ref if kind == "absolute" else (gen - ref) / ref
+            rows.append(
+                {
+                    "quantity": name,
+                    "bin": b,
+                    "generated": gen,
+                    "generated_error": gen_err,
+                    "reference": ref,
+                    "reference_error": ref_err,
+                    "deviation": float(deviation),
+                    "tolerance": tolerance,
+                    "kind": kind,
+                    "within": bool(abs(deviation) <= tolerance),
+                }
+            )
+    return rows
+
+
+def score_history(run: RunDir) -> dict:
+    """First, last and best validation score of the run, with the floor and wall time."""
+    records = run.metrics("validation")
+    if not records:
+        return {}
+    scores = [r["score"] for r in records]
+    summary = run.summary() if run.file("summary.json").is_file() else {}
+    return {
+        "validations": len(records),
+        "first": {k: records[0].get(k) for k in ("step", "wall_seconds", "score")},
+        "last": {k: records[-1].get(k) for k in ("step", "wall_seconds", "score")},
+        "best": min(scores),
+        "floor": records[-1].get("floor"),
+        "floor_spread": records[-1].get("floor_spread"),
+        "train_seconds": summary.get("train_seconds", summary.get("wall_seconds")),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="gan3d run directory")
+    parser.add_argument("--model", type=Path, help="generator file (default: the run's best)")
+    parser.add_argument("--events", type=int, default=2000, help="held-out reference showers")
+    parser.add_argument("--bins", type=int, default=4, help="equal-count energy bins")
+    parser.add_argument("--seed", type=int, default=0, help="generator noise seed")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    run = RunDir.open(args.run)
+    spec, generator, _ = load_generator(find_generator(args.model or args.run))
+    ecal, energy, theta = held_out_reference(run, args.events)
+    rng = torch.Generator().manual_seed(args.seed)
+    angle = theta if spec.conditioning.angle else None
+    generated = generate_showers(spec, generator, energy, angle, rng)
+    edges = equal_count_edges(energy, args.bins)
+    rows = compare(binned_means(generated, energy, edges), binned_means(ecal, energy, edges))
+    reference = Reference.from_showers(ecal, energy, bins=args.bins)
+    result = {
+        "run": str(args.run),
+        "events": args.events,
+        "energy_edges_gev": edges.tolist(),
+        "rows": rows,
+        "all_within": all(r["within"] for r in rows),
+        "score_now": reference.score(generated, energy).score,
+        "floor_now": reference.floor(),
+        "history": score_history(run),
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{args.events} held-out showers, energy bins {np.round(edges, 1).tolist()} GeV")
+    print("| quantity | bin | generated | reference | deviation | tolerance | within |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        unit = " layers" if r["kind"] == "absolute" else ""
+        dev = f"{r['deviation']:+.2f}{unit}" if unit else f"{100 * r['deviation']:+.1f}%"
+        tol = f"{r['tolerance']:g}{unit}" if unit else f"{100 * r['tolerance']:g}%"
+        print(
+            f"| {r['quantity']} | {r['bin']} | {r['generated']:.4g} +- {r['generated_error']:.2g}"
+            f" | {r['reference']:.4g} +- {r['reference_error']:.2g} | {dev} | {tol} | "
+            f"{'yes' if r['within'] else 'no'} |"
+        )
+    floor = result["floor_now"]
+    print(
+        f"score of these showers {result['score_now']:.3f}, floor {floor['score']:.3f} +- "
+        f"{floor['spread']:.3f}; all four quantities within tolerance in every bin: "
+        f"{'yes' if result['all_within'] else 'no'}"
+    )
+    if result["history"]:
+        h = result["history"]
+        print(
+            f"validation during training: {h['validations']} scores, first "
+            f"{h['first']['score']:.3f} (step {h['first']['step']}), last "
+            f"{h['last']['score']:.3f} (step {h['last']['step']}), best {h['best']:.3f}, "
+            f"floor {h['floor']}, training {h['train_seconds']} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
