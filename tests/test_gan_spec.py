@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 VARANGLE = REPO / "configs" / "gan3d.yaml"
 FIXED = REPO / "configs" / "gan3d_fixed25.yaml"
 TINY = REPO / "configs" / "gan3d_tiny.yaml"
+SMALL = REPO / "configs" / "gan3d_small.yaml"
 
 
 @pytest.mark.parametrize(
@@ -56,7 +57,7 @@ def test_exact_keras_counts_of_the_variable_angle_model() -> None:
     assert keras_parameter_count(discriminator) == 87_402
 
 
-@pytest.mark.parametrize("path", [VARANGLE, FIXED, TINY])
+@pytest.mark.parametrize("path", [VARANGLE, FIXED, TINY, SMALL])
 def test_shape_arithmetic_matches_the_built_modules(path) -> None:
     spec = load_spec(path)
     generator, discriminator = build_models(spec)
@@ -139,8 +140,41 @@ def test_inconsistent_conditioning_is_rejected(tmp_path: Path) -> None:
         load_config(TINY, ["spec.pooling.sizes=[2, 2, 2]"])
 
 
+def test_small_spec_counts_follow_from_its_blocks() -> None:
+    """Dense seed from the latent, then each convolution (weights + bias) and batch norm."""
+    spec = load_spec(SMALL)
+    generator, discriminator = build_models(spec)
+    seed_cells = torch.Size(spec.dense_seed).numel()
+    expected, channels = (spec.latent_size + 1) * seed_cells, spec.dense_seed[0]
+    for block in spec.generator:
+        taps = torch.Size(block.kernel).numel()
+        expected += block.filters * (channels * taps + 1) + 2 * block.filters * block.batch_norm
+        channels = block.filters
+    assert parameter_count(generator) == expected
+    assert parameter_count(generator) < 1.0e6 and parameter_count(discriminator) < 3.0e4
+
+
+@pytest.mark.parametrize(("path", "blocky"), [(TINY, True), (SMALL, False)])
+def test_only_a_full_resolution_output_path_can_make_a_one_cell_core(path, blocky) -> None:
+    """Nearest upsampling followed by 1x1x1 convolutions repeats each value over its upsampled
+    block (the tiny spec: 3x3x5 blocks); the small spec's 3x3 convolutions at full resolution
+    make every cell its own, which a shower core one cell wide needs."""
+    spec = load_spec(path)
+    generator, _ = build_models(spec, torch.Generator().manual_seed(1))
+    generator.eval()
+    with torch.no_grad():
+        image = generator(torch.randn(4, spec.latent_size, generator=torch.Generator()))[:, 0]
+    factor = [1, 1, 1]
+    for block in spec.generator:
+        factor = [f * u for f, u in zip(factor, block.upsample, strict=True)]
+    n, (x, y, z), (ux, uy, uz) = image.shape[0], spec.output_shape, factor
+    blocks = image.reshape(n, x // ux, ux, y // uy, uy, z // uz, uz)
+    assert torch.isfinite(image).all() and (image > 0).float().mean() > 0.05
+    assert bool(torch.all(blocks == blocks[:, :, :1, :, :1, :, :1])) is blocky
+
+
 def test_full_configs_load_as_gan3d_tasks() -> None:
-    for path in (VARANGLE, FIXED, TINY):
+    for path in (VARANGLE, FIXED, TINY, SMALL):
         cfg = load_config(path)
         assert isinstance(cfg, Gan3dConfig) and cfg.task == "gan3d"
     assert load_config(VARANGLE).spec == load_spec(VARANGLE)
