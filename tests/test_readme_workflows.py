@@ -34,7 +34,7 @@ import yaml
 from evogan.cli import build_parser
 from evogan.config import load_config
 from evogan.errors import EXIT_STOPPED, EvoganError
-from tests.conftest import REPO, mpi_env
+from tests.conftest import REPO, mpi_env, rank_pids
 
 README = REPO / "README.md"
 RANKS = 2
@@ -257,7 +257,7 @@ class Workflow:
             if run is not None and _progressed(task, run):
                 break
             time.sleep(0.2)
-        for pid in _ranks(process.pid) if argv[0] != "evogan" else [process.pid]:
+        for pid in rank_pids(process.pid) if argv[0] != "evogan" else [process.pid]:
             os.kill(pid, signal.SIGTERM)  # as Slurm does at the end of an allocation: every rank
         out, err = process.communicate(timeout=TIMEOUT_S)
         said = f"evogan {argv[argv.index('evogan') + 1]} --resume" in out + err
@@ -267,12 +267,6 @@ class Workflow:
             )
             return None
         return run
-
-
-def _ranks(launcher: int) -> list[int]:
-    """The rank processes ``mpirun`` (pid ``launcher``) started."""
-    found = subprocess.run(["pgrep", "-P", str(launcher)], capture_output=True, text=True)
-    return [int(pid) for pid in found.stdout.split()]
 
 
 def _sets(values) -> list[str]:
