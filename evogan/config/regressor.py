@@ -16,7 +16,7 @@ Schedule = Literal["constant", "step", "exponential"]
 
 
 class RegressorModelConfig(StrictModel):
-    """Conv2d -> ReLU -> pooling -> Linear, as in the GA study (REFERENCE.md section 5)."""
+    """Conv2d -> ReLU -> pooling -> Linear, as in the GA study (docs/physics.md section 5)."""
 
     filters: PositiveInt = 8
     kernel: PositiveInt = 5
