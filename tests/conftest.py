@@ -115,3 +115,15 @@ def terminate_ranks(process: subprocess.Popen) -> None:
     """SIGTERM every rank of ``process``, as srun / Slurm does at the end of an allocation."""
     for child in rank_pids(process.pid):
         os.kill(child, signal.SIGTERM)
+
+
+def write_config(factory: pytest.TempPathFactory, name: str, config: dict) -> Path:
+    """``config`` as ``tiny.yaml`` in a fresh folder, with the data cache beside it for every
+    rank of the tests that use it (``EVOGAN_CACHE_DIR``)."""
+    import yaml
+
+    root = factory.mktemp(name)
+    path = root / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")
+    return path

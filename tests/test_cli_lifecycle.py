@@ -5,7 +5,6 @@ stop a command without leaving temporary files (exit 75, one line)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -14,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from evogan.config.resume import check_resume_overrides
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR, ConfigError
 from evogan.store.lock import FAILED, FINISHED, write_status
-from tests.conftest import REPO, evogan, mpi_env
+from tests.conftest import REPO, evogan, mpi_env, write_config
 from tests.test_islands_mpi import TINY
 
 CONFIGS = REPO / "configs"
@@ -27,11 +25,7 @@ CONFIGS = REPO / "configs"
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("lifecycle")
-    path = root / "tiny.yaml"
-    path.write_text(yaml.safe_dump(TINY))
-    os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")
-    return path
+    return write_config(tmp_path_factory, "lifecycle", TINY)
 
 
 def one_error(done: subprocess.CompletedProcess[str]) -> str:

@@ -6,26 +6,20 @@ search campaign stops and resumes the same way."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR
-from tests.conftest import launch, mpirun, terminate_ranks, wait_for
+from tests.conftest import launch, mpirun, terminate_ranks, wait_for, write_config
 from tests.test_islands_mpi import SYNC_LONG, TINY
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("cli_mpi")
-    path = root / "tiny.yaml"
-    path.write_text(yaml.safe_dump(TINY))
-    os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")
-    return path
+    return write_config(tmp_path_factory, "cli_mpi", TINY)
 
 
 def evogan_lines(stderr: str) -> list[str]:

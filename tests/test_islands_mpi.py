@@ -11,11 +11,19 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from evogan.errors import EXIT_STOPPED
 from evogan.store import load_weights, read_metrics
-from tests.conftest import REPO, evogan, launch, mpirun, terminate_ranks, untimed, wait_for
+from tests.conftest import (
+    REPO,
+    evogan,
+    launch,
+    mpirun,
+    terminate_ranks,
+    untimed,
+    wait_for,
+    write_config,
+)
 
 SCRIPT = str(REPO / "tests" / "mpi_scripts" / "islands_run.py")
 TINY = {
@@ -39,11 +47,7 @@ SYNC_LONG = [
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("islands")
-    path = root / "tiny.yaml"
-    path.write_text(yaml.safe_dump(TINY))
-    os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")  # shared by every rank of the tests
-    return path
+    return write_config(tmp_path_factory, "islands", TINY)
 
 
 def _summary(run: Path) -> dict:
