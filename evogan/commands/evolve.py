@@ -10,7 +10,7 @@ from evogan.commands.train import dispatch
 
 # Config task -> "module:function(config, run_dir, resume=...) -> RunDir" that evolves it.
 EVOLVERS = {
-    "regressor": "evogan.problems.regressor_evolve:evolve_regressor",
+    "regressor": "evogan.regressor.evolve:evolve_regressor",
 }
 
 

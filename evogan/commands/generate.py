@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from evogan.models.gan_io import find_generator, load_generator
+    from evogan.gan3d.model_file import find_generator, load_generator
     from evogan.physics.validation import generate_showers
 
     path = find_generator(args.model)

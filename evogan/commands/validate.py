@@ -109,7 +109,7 @@ def _floor(reference) -> dict:
 
 
 def _is_generator(path: Path) -> bool:
-    from evogan.models.gan_io import KIND
+    from evogan.gan3d.model_file import KIND
     from evogan.store.weights import FORMAT
 
     if not path.is_file() or not h5py.is_hdf5(path):
@@ -121,7 +121,7 @@ def _is_generator(path: Path) -> bool:
 
 
 def _prepare_generators(job: Job, generated: Path, args: argparse.Namespace) -> None:
-    from evogan.models.gan_io import find_generator
+    from evogan.gan3d.model_file import find_generator
     from evogan.physics.members import expand, unique_members
 
     paths = [find_generator(generated)]
@@ -219,7 +219,7 @@ def _score(job: Job, args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 def _score_members(job: Job, args: argparse.Namespace) -> tuple[list, list]:
-    from evogan.models.gan_io import load_generator
+    from evogan.gan3d.model_file import load_generator
     from evogan.physics.ensemble import check_compatible, score_generator
     from evogan.physics.members import check_origin
     from evogan.progress import progress

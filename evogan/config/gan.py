@@ -3,7 +3,7 @@
 A :class:`GanSpec` is everything needed to build, train and invert a 3DGAN: the latent and its
 conditioning, the generator's dense seed and convolution blocks, the discriminator's blocks,
 pooling and heads, loss weights, optimiser settings and the cell transform. Its shapes are
-checked block by block when it is validated (:mod:`evogan.models.gan_shapes`), so a spec that
+checked block by block when it is validated (:mod:`evogan.gan3d.shapes`), so a spec that
 cannot produce ``output_shape`` fails with one line naming the block before any allocation.
 Specs live in YAML (``configs/gan3d*.yaml``) and are stored as JSON in every model file.
 """
@@ -139,7 +139,7 @@ class GanSpec(StrictModel):
                 f"got {self.generator[-1].filters}"
             )
         # Imported here: the shape arithmetic lives with the models but needs no torch.
-        from evogan.models.gan_shapes import discriminator_layers, generator_layers
+        from evogan.gan3d.shapes import discriminator_layers, generator_layers
 
         generator_layers(self)
         discriminator_layers(self)

@@ -86,7 +86,7 @@ class FitnessConfig(StrictModel):
 
 
 class MigrationConfig(StrictModel):
-    """Genomes sent between GA islands (topology semantics from evogan.evolution.migration)."""
+    """Genomes sent between GA islands (topology semantics from evogan.islands.migration)."""
 
     topology: Literal["ring", "random", "full"] = "ring"
     every: PositiveInt = 1

@@ -24,7 +24,7 @@ import torch
 
 from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
-from evogan.models.gan3d import Generator
+from evogan.gan3d.networks import Generator
 from evogan.physics.features import PROFILES, FeatureTable
 from evogan.physics.score import Reference, Validation, energy_bin, worst_validation
 from evogan.physics.validation import generate_showers

@@ -32,7 +32,7 @@ def digest(path: Path) -> str:
 
 def expand(path: Path) -> list[Path]:
     """A run directory's per-rank generators (its generator when it has none); a file as is."""
-    from evogan.models.gan_io import find_generator
+    from evogan.gan3d.model_file import find_generator
 
     if path.is_dir():
         ranks = sorted((path / GENERATORS).glob("*.h5"))

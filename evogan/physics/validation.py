@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from evogan.config.gan import GanSpec
-from evogan.models.gan3d import Generator, make_latent, to_gev
+from evogan.gan3d.networks import Generator, make_latent, to_gev
 
 
 def generate_showers(

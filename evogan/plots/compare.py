@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from evogan.plots import save_figure
 from evogan.plots.runs import run_colours
-from evogan.problems.resolution import ResolutionFit, fit_resolution, format_pm
+from evogan.regressor.resolution import ResolutionFit, fit_resolution, format_pm
 from evogan.store import METRICS, RunDir, read_metrics
 
 

@@ -33,8 +33,8 @@ from evogan.config.gan import Gan3dConfig, GanSpec
 from evogan.config.regressor import RunConfig
 from evogan.config.search import SearchConfig
 from evogan.errors import EvoganError
-from evogan.evolution.seeding import derive_seed
-from evogan.models.gan_shapes import discriminator_layers, generator_layers
+from evogan.engine.seeding import derive_seed
+from evogan.gan3d.shapes import discriminator_layers, generator_layers
 from evogan.physics import WORST as WORST_SCORE
 from evogan.physics import Reference, Validation
 from evogan.physics.validation import generate_showers
@@ -96,7 +96,7 @@ class Scorer:
     def score(self, path: Path) -> float:
         """``fitness.metric`` of the generator file ``path`` (lower is better): NaN when its
         showers are not finite (training diverged), else finite."""
-        from evogan.models.gan_io import load_generator
+        from evogan.gan3d.model_file import load_generator
 
         spec, generator, _meta = load_generator(path)
         theta = self.theta if spec.conditioning.angle else None
@@ -272,7 +272,7 @@ def _train_member(
     """One training of the candidate; returns its generator file(s), one per member, and the
     epochs inherited from ``parent`` (0: trained from scratch)."""
     from evogan.search.inherit import seed_from_parent
-    from evogan.training.gan_trainer import ENSEMBLE, train_gan3d
+    from evogan.gan3d.trainer import ENSEMBLE, train_gan3d
 
     budget = config.budget
     trainer = config.trainer.model_copy()

@@ -2,7 +2,7 @@
 
 An island is ``ranks_per_group`` consecutive ranks that train every candidate together; its
 leader owns the population. Islands never wait for each other: migrants (genomes with their
-evaluations, so they are never trained twice) travel with :class:`evogan.evolution.migration.
+evaluations, so they are never trained twice) travel with :class:`evogan.islands.migration.
 Migration` in ``async`` mode, and SIGTERM is agreed among the leaders with
 :class:`evogan.distributed.signals.StopAgreement` without blocking. Each island writes its state
 after every generation; a resumed island regenerates the interrupted generation from the saved
@@ -20,8 +20,8 @@ from mpi4py import MPI
 from evogan.distributed.comm import split_layout
 from evogan.distributed.signals import StopAgreement, StopFlag
 from evogan.distributed.tags import Tag
-from evogan.evolution.migration import Migration, best_first, make_topology, replace_worst
-from evogan.evolution.seeding import numpy_generator
+from evogan.islands.migration import Migration, best_first, make_topology, replace_worst
+from evogan.engine.seeding import numpy_generator
 from evogan.search.campaign import worst_for_null
 from evogan.search.follow import follow_candidates
 from evogan.search.scheduler import Session, refused_row, run_job

@@ -17,9 +17,9 @@ import yaml
 
 from evogan.config.base import dump, validate
 from evogan.config.gan import Gan3dConfig, GanSpec
-from evogan.models.gan_shapes import discriminator_layers, generator_layers
+from evogan.gan3d.shapes import discriminator_layers, generator_layers
 from evogan.store import RunDir, load_weights, save_weights
-from evogan.training.gan_checkpoint import MARKER
+from evogan.gan3d.checkpoint import MARKER
 
 
 def layer_signature(spec: GanSpec) -> tuple[Any, ...]:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from evogan.config.regressor import RegressorModelConfig
 from evogan.errors import ConfigError, DataError
-from evogan.models import fused_eval
+from evogan.regressor import fused_eval
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def batched_predict(
 
     With average pooling, pooling followed by the linear layer is itself linear, so it folds
     into one weight per (candidate, filter, convolution position). On a CPU with float32 and
-    no gradient wanted, the fused C kernel (:mod:`evogan.models.fused_eval`) then computes
+    no gradient wanted, the fused C kernel (:mod:`evogan.regressor.fused_eval`) then computes
     every (event, candidate, filter) in one pass from the input; otherwise (GPU, max pooling,
     autograd, no C compiler) the torch path below runs with ``chunk`` events per block.
     """

@@ -4,7 +4,7 @@ Ranks meet at every epoch end: rank 0 gathers every rank's figures into one JSON
 losses, samples/s of the whole job, share of step time spent exchanging gradients). Checkpoints
 are committed every ``checkpoint.every_epochs`` epochs, mid-epoch once
 ``checkpoint.every_seconds`` have passed, and when the ranks agreed to stop
-(:mod:`evogan.training.gan_cadence`). A checkpoint holds the position (epoch, step) and the
+(:mod:`evogan.gan3d.cadence`). A checkpoint holds the position (epoch, step) and the
 partial sums of the epoch, so a resumed run replays the epoch's batch order, skips the steps it
 already took and continues exactly where it stopped.
 """
@@ -22,17 +22,17 @@ from mpi4py import MPI
 
 from evogan.config.gan import Gan3dConfig
 from evogan.distributed.comm import Layout
-from evogan.evolution.seeding import numpy_generator
+from evogan.engine.seeding import numpy_generator
 from evogan.progress import progress
 from evogan.store import MetricsWriter, RunDir
-from evogan.training import gan_checkpoint as ckpt
-from evogan.training.gan_cadence import CHECKPOINT, VALIDATE, Cadence
+from evogan.gan3d import checkpoint as ckpt
+from evogan.gan3d.cadence import CHECKPOINT, VALIDATE, Cadence
 
 LEARNING_CURVE = "learning_curve.png"
 
 if TYPE_CHECKING:
-    from evogan.training.gan_trainer import ParallelGanStep
-    from evogan.training.gan_validation import TrainingValidation
+    from evogan.gan3d.trainer import ParallelGanStep
+    from evogan.gan3d.validation import TrainingValidation
 
 # A rank's shard is read once and kept in memory when it is at most this large.
 CACHE_BYTES = 2 << 30

@@ -17,7 +17,7 @@ import torch
 from evogan.config.base import validate
 from evogan.config.gan import GanSpec
 from evogan.errors import DataError
-from evogan.models.gan3d import Generator
+from evogan.gan3d.networks import Generator
 from evogan.store import BEST_MODEL, load_weights, save_weights
 
 KIND = "gan3d-generator"

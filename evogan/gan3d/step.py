@@ -13,7 +13,7 @@ training mode (batch statistics) rather than from its moving averages.
 
 Cells enter in GeV; ``to_network`` / ``to_gev`` apply and undo the spec's cell
 transform (``(cell_scale * GeV) ** cell_power``), the same functions generation uses
-(:mod:`evogan.models.gan3d`).
+(:mod:`evogan.gan3d.networks`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import torch
 
 from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
-from evogan.models.gan3d import Discriminator, Generator, make_latent, missing_theta, to_network
-from evogan.training.gan_losses import flipped_labels, gan_loss
+from evogan.gan3d.networks import Discriminator, Generator, make_latent, missing_theta, to_network
+from evogan.gan3d.losses import flipped_labels, gan_loss
 
 
 class GanStep:

@@ -1,7 +1,7 @@
 """Data-parallel 3DGAN training over MPI: ``mpirun -n N evogan train configs/gan3d.yaml``.
 
 Every rank trains on its own contiguous shard of the training events. ``trainer.mode`` picks
-how ranks combine their work (:mod:`evogan.training.data_parallel`): ``sync`` averages the
+how ranks combine their work (:mod:`evogan.gan3d.data_parallel`): ``sync`` averages the
 gradients of identical replicas of both networks every step; ``arar`` (SAGIPS) keeps one
 discriminator per rank and passes generator gradients around rings without waiting.
 
@@ -9,7 +9,7 @@ Random streams come from the root seed: in sync mode all ranks share one step st
 uses its block of every global draw (``GanStep.shard``), so R ranks with batch b draw exactly
 what one process with batch R*b draws; in arar mode every rank has its own stream and its own
 discriminator initialisation. Ranks meet once per epoch (metrics, checkpoint); in sync mode
-they also agree on stopping after every step (:mod:`evogan.training.gan_cadence`), in arar mode
+they also agree on stopping after every step (:mod:`evogan.gan3d.cadence`), in arar mode
 without waiting.
 """
 
@@ -34,20 +34,20 @@ from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout, split_layout
 from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
-from evogan.evolution.seeding import torch_generator
-from evogan.models.gan3d import Discriminator, Generator, build_models
-from evogan.models.gan_io import save_generator
+from evogan.engine.seeding import torch_generator
+from evogan.gan3d.networks import Discriminator, Generator, build_models
+from evogan.gan3d.model_file import save_generator
 from evogan.store import BEST_MODEL, RunDir, save_weights
-from evogan.training import gan_checkpoint as ckpt
-from evogan.training.data_parallel import (
+from evogan.gan3d import checkpoint as ckpt
+from evogan.gan3d.data_parallel import (
     GradientExchange,
     RingExchange,
     SyncAllreduce,
     average_tensors,
     broadcast_parameters,
 )
-from evogan.training.gan_cadence import Cadence
-from evogan.training.gan_loop import (
+from evogan.gan3d.cadence import Cadence
+from evogan.gan3d.loop import (
     EpochLoop,
     Position,
     StepInfo,
@@ -56,9 +56,9 @@ from evogan.training.gan_loop import (
     rank_state,
     summary,
 )
-from evogan.training.gan_resume import open_run, resume_command
-from evogan.training.gan_step import GanStep
-from evogan.training.gan_validation import MIN_VALIDATION_EVENTS, TrainingValidation
+from evogan.gan3d.resume import open_run, resume_command
+from evogan.gan3d.step import GanStep
+from evogan.gan3d.validation import MIN_VALIDATION_EVENTS, TrainingValidation
 
 ENSEMBLE = "generators"
 LAST_MODEL = "last_model.h5"

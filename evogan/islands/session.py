@@ -1,7 +1,7 @@
 """One rank's part in an island run: communicators, migration, stop agreement, checkpoints.
 
 :class:`IslandSession` splits the world once (world -> islands -> the leaders of all islands),
-builds the island leader's :class:`~evogan.evolution.migration.Migration` and
+builds the island leader's :class:`~evogan.islands.migration.Migration` and
 :class:`~evogan.distributed.signals.StopAgreement`, attaches them to a strategy, picks the
 checkpoint to resume from, and at the end drains migration and gathers every island's result
 on world rank 0. Any problem (rank count, missing checkpoint) is raised on every rank before
@@ -24,16 +24,16 @@ from evogan.distributed.comm import Layout, split_layout
 from evogan.distributed.signals import StopAgreement, StopFlag
 from evogan.distributed.tags import Tag
 from evogan.errors import EvoganError
-from evogan.evolution.island_state import GrowingParts, island_state, restore_island
-from evogan.evolution.islands import IslandModel, IslandSettings
-from evogan.evolution.migration import Migration, make_topology
-from evogan.evolution.problem import (
+from evogan.islands.state import GrowingParts, island_state, restore_island
+from evogan.islands.island import IslandModel, IslandSettings
+from evogan.islands.migration import Migration, make_topology
+from evogan.engine.problem import (
     DifferentiableProblem,
     GenerationContext,
     MutationStep,
     Problem,
 )
-from evogan.evolution.seeding import numpy_generator
+from evogan.engine.seeding import numpy_generator
 from evogan.store import checkpoint as ckpt
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from evogan.evolution.islands import IslandModel, MigrantBytes
-from evogan.evolution.lineage import Lineage
+from evogan.islands.island import IslandModel, MigrantBytes
+from evogan.islands.lineage import Lineage
 from evogan.store.metrics import to_json
 
 _STREAMS = ("init", "mutation", "data")

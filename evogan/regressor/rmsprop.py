@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from evogan.config.regressor import RegressorConfig
-from evogan.evolution import Streams
-from evogan.models.regressor import RegressorNet
-from evogan.problems.regressor import RegressorData, RegressorProblem, load_and_check, mape
-from evogan.problems.regressor_report import Progress, epoch_test_mape, finish_run, start_run
+from evogan.engine import Streams
+from evogan.regressor.network import RegressorNet
+from evogan.regressor.problem import RegressorData, RegressorProblem, load_and_check, mape
+from evogan.regressor.report import Progress, epoch_test_mape, finish_run, start_run
 from evogan.store import RunDir
 
 

@@ -22,9 +22,9 @@ import torch
 from deap import base, tools
 from torch import Tensor
 
-from evogan.evolution.problem import GenerationContext, Problem
-from evogan.evolution.schedules import Constant, Schedule
-from evogan.evolution.seeding import torch_generator
+from evogan.engine.problem import GenerationContext, Problem
+from evogan.engine.schedules import Constant, Schedule
+from evogan.engine.seeding import torch_generator
 
 Observer = Callable[[dict[str, Any]], None]
 

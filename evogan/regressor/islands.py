@@ -21,13 +21,13 @@ from evogan.config.regressor import RegressorConfig
 from evogan.distributed.comm import check_layout, world_comm
 from evogan.distributed.signals import catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
-from evogan.evolution import make_schedule
-from evogan.evolution.island_session import IslandSession
-from evogan.evolution.islands import IslandModel, StopEvolution
-from evogan.evolution.migration import make_topology
-from evogan.problems.regressor import RegressorProblem, load_and_check
-from evogan.problems.regressor_evolve import build_strategy, method_name
-from evogan.problems.regressor_report import Progress, epoch_test_mape, finish_run
+from evogan.engine import make_schedule
+from evogan.islands.session import IslandSession
+from evogan.islands.island import IslandModel, StopEvolution
+from evogan.islands.migration import make_topology
+from evogan.regressor.problem import RegressorProblem, load_and_check
+from evogan.regressor.evolve import build_strategy, method_name
+from evogan.regressor.report import Progress, epoch_test_mape, finish_run
 from evogan.store import METRICS, MetricsWriter, RunDir, atomic_write, read_metrics, to_json
 from evogan.store.manifest import check_resume_layout, write_manifest
 

@@ -3,9 +3,9 @@
 :class:`IslandModel` is a mixin placed before a strategy (``IslandPlusLambda``,
 ``IslandHybrid``): it overrides :meth:`propose`/:meth:`select` to draw every generation from one
 64-bit seed, splitmix64 of the island's stream key and the generation (so each candidate has a
-:class:`~evogan.evolution.lineage.Lineage`), and to let immigrants in, and uses the engine's
+:class:`~evogan.islands.lineage.Lineage`), and to let immigrants in, and uses the engine's
 hooks for migration, stop agreement and checkpoints. The loop itself stays in
-:class:`~evogan.evolution.engine.Evolution`.
+:class:`~evogan.engine.loop.Evolution`.
 
 Immigration policies for a (1+lambda) island: ``compete`` adds the immigrants to the next
 batch's candidates (elite + children + immigrants); ``replace_worst`` gives them the places of
@@ -22,12 +22,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from evogan.evolution.engine import Individual
-from evogan.evolution.lineage import Lineage, Rebuilder, mutate_step, seeded, varint
-from evogan.evolution.migration import Migration, best_first
-from evogan.evolution.operators import draw_seed
-from evogan.evolution.problem import GenerationContext
-from evogan.evolution.strategies import Hybrid, PlusLambda
+from evogan.engine.loop import Individual
+from evogan.islands.lineage import Lineage, Rebuilder, mutate_step, seeded, varint
+from evogan.islands.migration import Migration, best_first
+from evogan.engine.operators import draw_seed
+from evogan.engine.problem import GenerationContext
+from evogan.engine.strategies import Hybrid, PlusLambda
 
 
 def _shared_base(lineage: Lineage, previous: list[Lineage | None]) -> tuple[int, int] | None:

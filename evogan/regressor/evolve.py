@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from evogan.config.regressor import RegressorConfig
-from evogan.evolution import Observer, PlusLambda, Streams, make_schedule
-from evogan.evolution.islands import IslandHybrid, IslandPlusLambda, IslandSettings
-from evogan.evolution.problem import Problem
+from evogan.engine import Observer, PlusLambda, Streams, make_schedule
+from evogan.islands.island import IslandHybrid, IslandPlusLambda, IslandSettings
+from evogan.engine.problem import Problem
 from evogan.store import RunDir
 
 
@@ -22,7 +22,7 @@ def build_strategy(
     epoch_report: Callable[..., dict[str, Any]] | None = None,
 ) -> PlusLambda:
     """The configured strategy as an island, with random streams derived from (seed, island);
-    alone until :meth:`~evogan.evolution.islands.IslandModel.setup_island` wires it in."""
+    alone until :meth:`~evogan.islands.island.IslandModel.setup_island` wires it in."""
     ga = cfg.ga
     common = {
         "children": ga.children,
@@ -71,6 +71,6 @@ def evolve_regressor(
     ``resume`` continues ``run_dir`` from its checkpoints. A SIGTERM/SIGINT ends every rank
     after a checkpoint, without a summary; the run is then resumed with ``--resume``.
     """
-    from evogan.problems.regressor_islands import IslandRun
+    from evogan.regressor.islands import IslandRun
 
     return IslandRun(cfg, announce).execute(run_dir, resume)

@@ -1,6 +1,6 @@
 """The fused C kernel of the regressor's batched evaluation: compiled on first use, then cached.
 
-The im2col + matmul path of :func:`evogan.models.regressor.batched_predict` writes the whole
+The im2col + matmul path of :func:`evogan.regressor.network.batched_predict` writes the whole
 convolution output to memory and reads it back three times (ReLU, tail, sum); on a CPU that
 costs half the FLOP rate. ``_fused_eval.c`` keeps each block of convolution outputs in vector
 registers from the first tap to the folded pooling + linear weight, and skips the positions

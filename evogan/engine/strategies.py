@@ -7,9 +7,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from evogan.evolution.engine import Evolution
-from evogan.evolution.operators import draw_seed
-from evogan.evolution.problem import DifferentiableProblem, GenerationContext, Problem
+from evogan.engine.loop import Evolution
+from evogan.engine.operators import draw_seed
+from evogan.engine.problem import DifferentiableProblem, GenerationContext, Problem
 
 
 class PlusLambda(Evolution):

@@ -29,8 +29,8 @@ import torch
 from torch import Tensor
 
 from evogan.errors import DataError
-from evogan.evolution.operators import splitmix
-from evogan.evolution.problem import GenerationContext, Problem
+from evogan.engine.operators import splitmix
+from evogan.engine.problem import GenerationContext, Problem
 
 Step = tuple[int, int, int, int, float, float]
 """``(stream key, generation, children drawn, surviving child, rate, power)``."""

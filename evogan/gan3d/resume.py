@@ -13,7 +13,7 @@ from mpi4py import MPI
 from evogan.config.gan import Gan3dConfig
 from evogan.errors import EvoganError
 from evogan.store import CONFIG, RunDir
-from evogan.training import gan_checkpoint as ckpt
+from evogan.gan3d import checkpoint as ckpt
 
 
 def open_run(

@@ -16,8 +16,8 @@ from torch import Tensor
 
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
-from evogan.models.regressor import RegressorLayout, RegressorNet
-from evogan.problems.resolution import energy_response
+from evogan.regressor.network import RegressorLayout, RegressorNet
+from evogan.regressor.resolution import energy_response
 from evogan.progress import format_seconds
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir, save_weights
 

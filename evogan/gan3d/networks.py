@@ -17,8 +17,8 @@ from torch import nn
 
 from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
-from evogan.models.blocks import SeededDropout, conv_block, initialise
-from evogan.models.gan_shapes import flatten_features
+from evogan.gan3d.blocks import SeededDropout, conv_block, initialise
+from evogan.gan3d.shapes import flatten_features
 
 # Measured angle given to showers without any energy (the original's sentinel value).
 EMPTY_ANGLE = 100.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from evogan.models.gan_shapes import same_padding
+from evogan.gan3d.shapes import same_padding
 
 
 class SeededDropout(nn.Module):

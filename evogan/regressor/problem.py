@@ -1,7 +1,7 @@
 """The GA study's problem: evolve the weights of the 2D energy regressor, fitness = MAPE.
 
 All candidates of a generation are scored in one call of
-:func:`evogan.models.regressor.batched_predict` on the same minibatch.
+:func:`evogan.regressor.network.batched_predict` on the same minibatch.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
 from evogan.errors import ConfigError
-from evogan.evolution.operators import point_mutation, point_replay, replace_mutation
-from evogan.evolution.problem import DifferentiableProblem, GenerationContext, MutationStep
-from evogan.models.regressor import (
+from evogan.engine.operators import point_mutation, point_replay, replace_mutation
+from evogan.engine.problem import DifferentiableProblem, GenerationContext, MutationStep
+from evogan.regressor.network import (
     RegressorLayout,
     batched_predict,
     functional_forward,
@@ -95,7 +95,7 @@ def load_and_check(
 
 
 class RegressorProblem(DifferentiableProblem):
-    """Weights of :class:`~evogan.models.regressor.RegressorNet` as genomes (rows of a tensor).
+    """Weights of :class:`~evogan.regressor.network.RegressorNet` as genomes (rows of a tensor).
 
     Initial genomes draw each weight from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with biases 0
     (Table 1 of the GA study). Mutation is point mutation (``add``) or redrawing (``replace``).
