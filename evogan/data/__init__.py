@@ -1,12 +1,14 @@
 """Calorimeter showers in: public 3DGAN HDF5 layouts, the synthetic generator, transforms.
 
 Modules: ``detector`` (CLIC ECAL geometry), ``synthetic`` (GFLASH-style showers), ``writer``
-(atomic HDF5 output), ``layouts`` (detection of the public layouts), ``reader`` (lazy chunked
-streaming and per-rank shards), ``transforms`` (2D projection, cell scaling, regressor arrays),
-``default`` (the cached synthetic set used when a config names no files).
+(atomic HDF5 output), ``layouts`` (detection of the public layouts), ``hdf5`` (checked,
+chunk-aligned reads of one file), ``reader`` (lazy datasets, per-rank shards, train/test
+splits), ``transforms`` (2D projection, cell scaling, regressor arrays), ``default`` (the
+cached synthetic set used when a config names no files).
 """
 
-from evogan.data.reader import ShowerChunk, ShowerDataset, open_dataset, open_files
+from evogan.data.hdf5 import ShowerChunk
+from evogan.data.reader import ShowerDataset, open_dataset, open_files
 from evogan.data.synthetic import generate_showers, synthesize, write_synthetic
 from evogan.data.transforms import (
     RegressorArrays,

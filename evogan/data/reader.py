@@ -1,65 +1,36 @@
 """Lazy, chunked reading of calorimeter shower files in any public 3DGAN layout.
 
 A :class:`ShowerDataset` is only a list of event ranges in files: opening one reads the
-metadata and the (small) energy arrays, never the cells. Cells are read in contiguous,
-HDF5-chunk-aligned slices straight into a float32 buffer, so files of tens of GB stream in
-constant memory and ranks can take disjoint blocks of the same files with :meth:`shard`.
+metadata and the (small) energy arrays, never the cells. Cells stream in constant memory
+(:mod:`evogan.data.hdf5`), so files of tens of GB are fine and ranks can take disjoint blocks
+of the same files with :meth:`ShowerDataset.shard`.
 """
 
 from __future__ import annotations
 
 import glob
-import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from evogan.config.data import DataConfig
-from evogan.data.layouts import Layout, particle_from_name, resolve_layout
+from evogan.data.hdf5 import (
+    Segment,
+    ShowerChunk,
+    ShowerFile,
+    describe,
+    event_arrays,
+    first_line,
+    opened,
+    read_segment,
+)
+from evogan.data.layouts import resolve_layout
 from evogan.errors import DataError
 
-# Cells are read (and then scaled, thresholded, checked) in slices of about this many bytes,
-# so the passes over a slice find it in the CPU cache instead of streaming main memory again.
-_READ_BYTES = 4 << 20
-# Reads are aligned to HDF5 chunks up to this size (whole chunks are decompressed once).
-_MAX_ALIGNED_BYTES = 256 << 20
 _GLOB_CHARS = set("*?[")
-
-
-@dataclass
-class ShowerChunk:
-    """Consecutive showers: cells in GeV (below-threshold cells are 0), energy and angle."""
-
-    ecal: np.ndarray  # float32 (n, X, Y, Z), GeV
-    energy: np.ndarray  # float32 (n,), GeV
-    theta: np.ndarray  # float32 (n,), radians; pi/2 where the file stores no angle
-
-    def __len__(self) -> int:
-        return len(self.energy)
-
-
-@dataclass(frozen=True)
-class ShowerFile:
-    """One opened and validated file: where it is, how to read it, how many events."""
-
-    path: Path
-    layout: Layout
-    events: int
-    shape: tuple[int, int, int]
-    chunk_rows: int  # events per HDF5 chunk of ECAL (1 when stored contiguously)
-    particle: str
-
-
-@dataclass(frozen=True)
-class _Segment:
-    file: ShowerFile
-    start: int
-    stop: int
 
 
 class ShowerDataset:
@@ -67,7 +38,7 @@ class ShowerDataset:
 
     def __init__(
         self,
-        segments: Iterable[_Segment],
+        segments: Iterable[Segment],
         *,
         cell_threshold: float = 1e-6,
         chunk_events: int = 1000,
@@ -84,7 +55,7 @@ class ShowerDataset:
     def from_files(
         cls, files: Sequence[ShowerFile], *, cell_threshold: float = 1e-6, chunk_events: int = 1000
     ) -> ShowerDataset:
-        segments = [_Segment(f, 0, f.events) for f in files]
+        segments = [Segment(f, 0, f.events) for f in files]
         return cls(segments, cell_threshold=cell_threshold, chunk_events=chunk_events)
 
     def __len__(self) -> int:
@@ -119,7 +90,7 @@ class ShowerDataset:
             n = s.stop - s.start
             lo, hi = max(start - offset, 0), min(stop - offset, n)
             if lo < hi:
-                segments.append(_Segment(s.file, s.start + lo, s.start + hi))
+                segments.append(Segment(s.file, s.start + lo, s.start + hi))
             offset += n
         return self._like(segments)
 
@@ -144,7 +115,7 @@ class ShowerDataset:
         if step < 1:
             raise DataError(f"chunk_events must be at least 1, got {step}")
         for segment in self._segments:
-            yield from _read_segment(segment, step, self.cell_threshold)
+            yield from read_segment(segment, step, self.cell_threshold)
 
     def read(self, max_events: int | None = None) -> ShowerChunk:
         """All events of the view (or the first ``max_events``) in one chunk."""
@@ -168,11 +139,11 @@ class ShowerDataset:
         """Primary energies (GeV) of the view, read without touching the cells."""
         parts = []
         for segment in self._segments:
-            with _opened(segment.file.path) as f:
-                parts.append(_event_arrays(f, segment)[0])
+            with opened(segment.file.path) as f:
+                parts.append(event_arrays(f, segment)[0])
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.float32)
 
-    def _like(self, segments: Iterable[_Segment]) -> ShowerDataset:
+    def _like(self, segments: Iterable[Segment]) -> ShowerDataset:
         return ShowerDataset(
             segments, cell_threshold=self.cell_threshold, chunk_events=self.chunk_events
         )
@@ -224,9 +195,9 @@ def open_file(
             found = resolve_layout(
                 f, layout, ecal_key=ecal_key, energy_key=energy_key, ecal_scale=ecal_scale
             )
-            return _describe(f, path, found)
+            return describe(f, path, found)
     except OSError as exc:
-        raise DataError(f"data file {path} cannot be read as HDF5: {_first_line(exc)}") from None
+        raise DataError(f"data file {path} cannot be read as HDF5: {first_line(exc)}") from None
 
 
 def open_dataset(
@@ -303,132 +274,3 @@ def _expand(pattern: str) -> list[Path]:
             raise DataError(f"data pattern {pattern!r} matched no files")
         return [Path(m) for m in matches]
     return [Path(expanded)]
-
-
-def _describe(f: h5py.File, path: Path, layout: Layout) -> ShowerFile:
-    ecal = f[layout.ecal_key]
-    events = ecal.shape[0]
-    if events == 0:
-        raise DataError(f"{path}: {layout.ecal_key} holds zero events")
-    energy = f[layout.energy_key]
-    if layout.energy_column is None and energy.ndim != 1:
-        raise DataError(
-            f"{path}: {layout.energy_key} must be 1-D (one energy per event), got shape "
-            f"{energy.shape}; set data.energy_key"
-        )
-    if layout.energy_column is not None and (
-        energy.ndim != 2 or energy.shape[1] <= layout.energy_column
-    ):
-        raise DataError(
-            f"{path}: {layout.energy_key} must have shape (N, >={layout.energy_column + 1}) "
-            f"with the energy in column {layout.energy_column}, got {energy.shape}"
-        )
-    for key in filter(None, (layout.energy_key, layout.theta_key)):
-        if f[key].shape[0] != events:
-            raise DataError(
-                f"{path}: {key} has {f[key].shape[0]} entries but {layout.ecal_key} has "
-                f"{events} events; the file is inconsistent"
-            )
-    shape = tuple(int(n) for n in ecal.shape[1:])
-    rows = ecal.chunks[0] if ecal.chunks else 1
-    if rows * 4 * int(np.prod(shape)) > _MAX_ALIGNED_BYTES:
-        rows = 1  # huge HDF5 chunks: keep memory bounded rather than aligned
-    return ShowerFile(path, layout, int(events), shape, int(rows), particle_from_name(path))
-
-
-def _read_segment(segment: _Segment, step: int, threshold: float) -> Iterator[ShowerChunk]:
-    source, layout = segment.file, segment.file.layout
-    rows = source.chunk_rows
-    step = max(rows, step // rows * rows)  # whole HDF5 chunks per yielded chunk
-    event_bytes = 4 * int(np.prod(source.shape))
-    # Rows per HDF5 read: whole HDF5 chunks, about _READ_BYTES.
-    per_read = max(rows, _READ_BYTES // event_bytes // rows * rows)
-    with _opened(source.path) as f:
-        energy, theta = _event_arrays(f, segment)
-        ecal = f[layout.ecal_key]
-        start = segment.start
-        while start < segment.stop:
-            stop = min(segment.stop, (start // step + 1) * step)
-            cells = np.empty((stop - start, *source.shape), dtype=np.float32)
-            at = start
-            while at < stop:
-                end = min(stop, (at // per_read + 1) * per_read)
-                part = cells[at - start : end - start]
-                try:
-                    ecal.read_direct(part, np.s_[at:end])
-                except OSError as exc:
-                    raise DataError(
-                        f"{source.path}: reading events {at}-{end - 1} failed: {_first_line(exc)}"
-                    ) from None
-                _clean(part, layout.ecal_scale, threshold, source.path, at)
-                at = end
-            lo, hi = start - segment.start, stop - segment.start
-            yield ShowerChunk(cells, energy[lo:hi], theta[lo:hi])
-            start = stop
-
-
-@contextmanager
-def _opened(path: Path) -> Iterator[h5py.File]:
-    """An open file for reading; a file that vanished or broke since opening is a DataError."""
-    try:
-        f = h5py.File(path, "r")
-    except OSError as exc:
-        raise DataError(f"data file {path} cannot be opened: {_first_line(exc)}") from None
-    with f:
-        yield f
-
-
-def _event_arrays(f: h5py.File, segment: _Segment) -> tuple[np.ndarray, np.ndarray]:
-    """Energy and angle of a segment (small: one number per event), checked."""
-    layout, lo, hi = segment.file.layout, segment.start, segment.stop
-    if layout.energy_column is None:
-        energy = f[layout.energy_key][lo:hi]
-    else:
-        energy = f[layout.energy_key][lo:hi, layout.energy_column]
-    energy = np.asarray(energy, dtype=np.float32)
-    bad = np.flatnonzero(~np.isfinite(energy) | (energy <= 0))
-    if bad.size:
-        i = int(bad[0])
-        raise DataError(
-            f"{segment.file.path}: {layout.energy_key} of event {lo + i} is {energy[i]}; "
-            "primary energies must be finite and positive"
-        )
-    if layout.theta_key is None:
-        return energy, np.full(hi - lo, np.pi / 2, dtype=np.float32)
-    theta = np.asarray(f[layout.theta_key][lo:hi], dtype=np.float32).reshape(hi - lo)
-    theta *= np.float32(layout.theta_scale)
-    bad = np.flatnonzero(~np.isfinite(theta))
-    if bad.size:
-        raise DataError(
-            f"{segment.file.path}: {layout.theta_key} of event {lo + int(bad[0])} is not finite"
-        )
-    return energy, theta
-
-
-def _clean(cells: np.ndarray, scale: float, threshold: float, path: Path, first: int) -> None:
-    """In place: stored units -> GeV, cells below ``threshold`` -> 0, NaN/inf -> DataError.
-
-    Called on each freshly read slice while it is in cache. The finiteness test is one sum (any
-    NaN or inf makes it non-finite; only a failing slice is searched). torch's fused in-place
-    threshold is about twice as fast as numpy's compare-and-multiply and shares the memory.
-    """
-    import torch  # here, not at the top: commands that only open files stay fast to start
-
-    tensor = torch.from_numpy(cells)
-    if not math.isfinite(tensor.sum().item()):
-        bad = np.flatnonzero(~np.isfinite(cells.reshape(len(cells), -1)).all(axis=1))
-        if bad.size:  # else the float32 sum merely overflowed
-            raise DataError(
-                f"{path}: ECAL of event {first + int(bad[0])} holds NaN or inf; "
-                "fix or drop that event, or leave the file out"
-            )
-    if scale != 1.0:
-        tensor.mul_(float(np.float32(scale)))
-    # threshold_ zeroes x <= t; t just below the threshold keeps cells equal to it.
-    keep_above = float(np.nextafter(np.float32(threshold), np.float32(-np.inf)))
-    torch.nn.functional.threshold_(tensor, keep_above, 0.0)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -146,24 +146,7 @@ def generate_showers(
     All spots of the batch are held at once (about 1 MB per 500 GeV shower): pass blocks of
     tens of showers, as :func:`synthesize` does.
     """
-    energies = np.asarray(energies, dtype=np.float64).reshape(-1)
-    if energies.size and not (
-        np.all(np.isfinite(energies))
-        and energies.min() >= MIN_ENERGY_GEV
-        and energies.max() <= MAX_ENERGY_GEV
-    ):
-        raise EvoganError(
-            f"synthetic shower energies must lie in [{MIN_ENERGY_GEV:g}, {MAX_ENERGY_GEV:g}] GeV, "
-            f"got {energies.min():g} to {energies.max():g}"
-        )
-    n = energies.size
-    if theta is not None:
-        theta = np.broadcast_to(np.asarray(theta, dtype=np.float64), (n,))
-        if n and not np.all((theta > 0.1) & (theta < math.pi - 0.1)):
-            raise EvoganError(
-                f"theta must lie in (0.1, pi - 0.1) rad, got {theta.min():g} to "
-                f"{theta.max():g} (a grazing shower leaves the window)"
-            )
+    energies, theta = _check_showers(energies, theta)
     alpha, t_max = _longitudinal(energies, rng)
     counts = spot_counts(energies)
 
@@ -195,6 +178,43 @@ def generate_showers(
     energy = rng.standard_gamma(per_spot(shape), dtype=np.float32)
     energy *= per_spot(energies / counts / shape)
 
+    return _deposit(counts, x_cells, y_cells, depth, energy)
+
+
+def _check_showers(
+    energies: np.ndarray, theta: np.ndarray | float | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Energies as a flat float64 array and theta broadcast to it, both checked."""
+    energies = np.asarray(energies, dtype=np.float64).reshape(-1)
+    if energies.size and not (
+        np.all(np.isfinite(energies))
+        and energies.min() >= MIN_ENERGY_GEV
+        and energies.max() <= MAX_ENERGY_GEV
+    ):
+        raise EvoganError(
+            f"synthetic shower energies must lie in [{MIN_ENERGY_GEV:g}, {MAX_ENERGY_GEV:g}] GeV, "
+            f"got {energies.min():g} to {energies.max():g}"
+        )
+    if theta is None:
+        return energies, None
+    theta = np.broadcast_to(np.asarray(theta, dtype=np.float64), (energies.size,))
+    if energies.size and not np.all((theta > 0.1) & (theta < math.pi - 0.1)):
+        raise EvoganError(
+            f"theta must lie in (0.1, pi - 0.1) rad, got {theta.min():g} to "
+            f"{theta.max():g} (a grazing shower leaves the window)"
+        )
+    return energies, theta
+
+
+def _deposit(
+    counts: np.ndarray,
+    x_cells: np.ndarray,
+    y_cells: np.ndarray,
+    depth: np.ndarray,
+    energy: np.ndarray,
+) -> np.ndarray:
+    """Sum the spots (``counts`` per shower) into cells, visible energy of their layer."""
+    n = counts.size
     layer, visible = _layer_of(depth)
     energy *= visible
     ix = _cell_index(x_cells, det.CELLS_X)

@@ -1,0 +1,191 @@
+"""Reading one validated shower file: its description, event ranges and checked cell slices.
+
+Cells are read in contiguous, HDF5-chunk-aligned slices straight into a float32 buffer and
+scaled, thresholded and checked while the slice is in cache; :mod:`evogan.data.reader` builds
+datasets, shards and train/test splits on top.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from evogan.data.layouts import Layout, particle_from_name
+from evogan.errors import DataError
+
+# Cells are read (and then scaled, thresholded, checked) in slices of about this many bytes,
+# so the passes over a slice find it in the CPU cache instead of streaming main memory again.
+_READ_BYTES = 4 << 20
+# Reads are aligned to HDF5 chunks up to this size (whole chunks are decompressed once).
+_MAX_ALIGNED_BYTES = 256 << 20
+
+
+@dataclass
+class ShowerChunk:
+    """Consecutive showers: cells in GeV (below-threshold cells are 0), energy and angle."""
+
+    ecal: np.ndarray  # float32 (n, X, Y, Z), GeV
+    energy: np.ndarray  # float32 (n,), GeV
+    theta: np.ndarray  # float32 (n,), radians; pi/2 where the file stores no angle
+
+    def __len__(self) -> int:
+        return len(self.energy)
+
+
+@dataclass(frozen=True)
+class ShowerFile:
+    """One opened and validated file: where it is, how to read it, how many events."""
+
+    path: Path
+    layout: Layout
+    events: int
+    shape: tuple[int, int, int]
+    chunk_rows: int  # events per HDF5 chunk of ECAL (1 when stored contiguously)
+    particle: str
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Events ``start:stop`` of one file."""
+
+    file: ShowerFile
+    start: int
+    stop: int
+
+
+def describe(f: h5py.File, path: Path, layout: Layout) -> ShowerFile:
+    """Check the shapes and counts of an open file in ``layout`` (reads no cells)."""
+    ecal = f[layout.ecal_key]
+    events = ecal.shape[0]
+    if events == 0:
+        raise DataError(f"{path}: {layout.ecal_key} holds zero events")
+    energy = f[layout.energy_key]
+    if layout.energy_column is None and energy.ndim != 1:
+        raise DataError(
+            f"{path}: {layout.energy_key} must be 1-D (one energy per event), got shape "
+            f"{energy.shape}; set data.energy_key"
+        )
+    if layout.energy_column is not None and (
+        energy.ndim != 2 or energy.shape[1] <= layout.energy_column
+    ):
+        raise DataError(
+            f"{path}: {layout.energy_key} must have shape (N, >={layout.energy_column + 1}) "
+            f"with the energy in column {layout.energy_column}, got {energy.shape}"
+        )
+    for key in filter(None, (layout.energy_key, layout.theta_key)):
+        if f[key].shape[0] != events:
+            raise DataError(
+                f"{path}: {key} has {f[key].shape[0]} entries but {layout.ecal_key} has "
+                f"{events} events; the file is inconsistent"
+            )
+    shape = tuple(int(n) for n in ecal.shape[1:])
+    rows = ecal.chunks[0] if ecal.chunks else 1
+    if rows * 4 * int(np.prod(shape)) > _MAX_ALIGNED_BYTES:
+        rows = 1  # huge HDF5 chunks: keep memory bounded rather than aligned
+    return ShowerFile(path, layout, int(events), shape, int(rows), particle_from_name(path))
+
+
+def read_segment(segment: Segment, step: int, threshold: float) -> Iterator[ShowerChunk]:
+    """The segment's showers in chunks of about ``step`` events, whole HDF5 chunks each."""
+    source, layout = segment.file, segment.file.layout
+    rows = source.chunk_rows
+    step = max(rows, step // rows * rows)  # whole HDF5 chunks per yielded chunk
+    event_bytes = 4 * int(np.prod(source.shape))
+    # Rows per HDF5 read: whole HDF5 chunks, about _READ_BYTES.
+    per_read = max(rows, _READ_BYTES // event_bytes // rows * rows)
+    with opened(source.path) as f:
+        energy, theta = event_arrays(f, segment)
+        ecal = f[layout.ecal_key]
+        start = segment.start
+        while start < segment.stop:
+            stop = min(segment.stop, (start // step + 1) * step)
+            cells = np.empty((stop - start, *source.shape), dtype=np.float32)
+            at = start
+            while at < stop:
+                end = min(stop, (at // per_read + 1) * per_read)
+                part = cells[at - start : end - start]
+                try:
+                    ecal.read_direct(part, np.s_[at:end])
+                except OSError as exc:
+                    raise DataError(
+                        f"{source.path}: reading events {at}-{end - 1} failed: {first_line(exc)}"
+                    ) from None
+                clean_cells(part, layout.ecal_scale, threshold, source.path, at)
+                at = end
+            lo, hi = start - segment.start, stop - segment.start
+            yield ShowerChunk(cells, energy[lo:hi], theta[lo:hi])
+            start = stop
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[h5py.File]:
+    """An open file for reading; a file that vanished or broke since opening is a DataError."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(f"data file {path} cannot be opened: {first_line(exc)}") from None
+    with f:
+        yield f
+
+
+def event_arrays(f: h5py.File, segment: Segment) -> tuple[np.ndarray, np.ndarray]:
+    """Energy and angle of a segment (small: one number per event), checked."""
+    layout, lo, hi = segment.file.layout, segment.start, segment.stop
+    if layout.energy_column is None:
+        energy = f[layout.energy_key][lo:hi]
+    else:
+        energy = f[layout.energy_key][lo:hi, layout.energy_column]
+    energy = np.asarray(energy, dtype=np.float32)
+    bad = np.flatnonzero(~np.isfinite(energy) | (energy <= 0))
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(
+            f"{segment.file.path}: {layout.energy_key} of event {lo + i} is {energy[i]}; "
+            "primary energies must be finite and positive"
+        )
+    if layout.theta_key is None:
+        return energy, np.full(hi - lo, np.pi / 2, dtype=np.float32)
+    theta = np.asarray(f[layout.theta_key][lo:hi], dtype=np.float32).reshape(hi - lo)
+    theta *= np.float32(layout.theta_scale)
+    bad = np.flatnonzero(~np.isfinite(theta))
+    if bad.size:
+        raise DataError(
+            f"{segment.file.path}: {layout.theta_key} of event {lo + int(bad[0])} is not finite"
+        )
+    return energy, theta
+
+
+def clean_cells(cells: np.ndarray, scale: float, threshold: float, path: Path, first: int) -> None:
+    """In place: stored units -> GeV, cells below ``threshold`` -> 0, NaN/inf -> DataError.
+
+    Called on each freshly read slice while it is in cache. The finiteness test is one sum (any
+    NaN or inf makes it non-finite; only a failing slice is searched). torch's fused in-place
+    threshold is about twice as fast as numpy's compare-and-multiply and shares the memory.
+    """
+    import torch  # here, not at the top: commands that only open files stay fast to start
+
+    tensor = torch.from_numpy(cells)
+    if not math.isfinite(tensor.sum().item()):
+        bad = np.flatnonzero(~np.isfinite(cells.reshape(len(cells), -1)).all(axis=1))
+        if bad.size:  # else the float32 sum merely overflowed
+            raise DataError(
+                f"{path}: ECAL of event {first + int(bad[0])} holds NaN or inf; "
+                "fix or drop that event, or leave the file out"
+            )
+    if scale != 1.0:
+        tensor.mul_(float(np.float32(scale)))
+    # threshold_ zeroes x <= t; t just below the threshold keeps cells equal to it.
+    keep_above = float(np.nextafter(np.float32(threshold), np.float32(-np.inf)))
+    torch.nn.functional.threshold_(tensor, keep_above, 0.0)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an HDF5 error: the rest is a C stack trace."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
