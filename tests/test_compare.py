@@ -12,10 +12,10 @@ import yaml
 from evogan.config import load_config
 from evogan.plots.compare import RunRecord, summary_table
 from evogan.plots.runs import run_colours
-from evogan.problems.regressor_evolve import evolve_regressor
+from evogan.regressor.evolve import evolve_regressor
+from evogan.regressor.rmsprop import train_regressor
 from evogan.search.campaign import Campaign
 from evogan.store import read_metrics, to_json
-from evogan.training.rmsprop import train_regressor
 from tests.conftest import REPO, evogan
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -6,16 +6,18 @@ import pytest
 import torch
 
 from evogan.config.regressor import RegressorModelConfig
+from evogan.engine import GenerationContext
 from evogan.errors import ConfigError
-from evogan.evolution import GenerationContext
-from evogan.models.regressor import (
+from evogan.regressor.data import RegressorData, epoch_indices, mape
+from evogan.regressor.network import (
     RegressorLayout,
     RegressorNet,
     batched_predict,
     functional_forward,
+    initial_weights,
     load_regressor,
 )
-from evogan.problems.regressor import RegressorData, RegressorProblem, mape
+from evogan.regressor.problem import RegressorProblem
 from evogan.store import save_weights
 
 
@@ -85,3 +87,15 @@ def test_saved_model_loads_without_code_and_predicts_the_same(tmp_path) -> None:
     loaded = load_regressor(path)
     x = torch.rand(3, 1, 51, 25)
     assert torch.equal(loaded(x), net(x))
+
+
+def test_rmsprop_starts_from_the_ga_initialisation_and_sees_the_ga_batches() -> None:
+    layout = _layout()
+    train = RegressorData(torch.rand(50, 1, 51, 25), torch.rand(50) + 0.5, torch.rand(50))
+    problem = RegressorProblem(layout, train, batch_size=16)
+    first, second = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(initial_weights(layout, 2, first), problem.initial_genomes(2, second))
+    indices = list(epoch_indices(len(train), 16, first))
+    batches = list(problem.batches(0, second))
+    assert len(indices) == len(batches) == 3
+    assert all(torch.equal(i, b.index) for i, b in zip(indices, batches, strict=True))

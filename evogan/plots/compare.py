@@ -228,7 +228,7 @@ def summary_table(records: list[RunRecord]) -> str:
 
     lines = [
         "| run | method | test MAPE [%] | worst bin [%] | best fitness [%] | epochs | "
-        "generations | evaluations | train s | wall s | s to 10% | s to 5% |",
+        "generations or steps | evaluations | train s | wall s | s to 10% | s to 5% |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for record in records:

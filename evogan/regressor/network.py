@@ -144,6 +144,18 @@ def flatten(layout: RegressorLayout, tensors: dict[str, Tensor]) -> Tensor:
     return torch.cat([tensors[name].reshape(-1).float() for name in layout.shapes])
 
 
+def initial_weights(layout: RegressorLayout, count: int, generator: torch.Generator) -> Tensor:
+    """``count`` genomes (count, size): each weight from U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    biases 0 (Table 1 of the GA study), drawn tensor by tensor in genome order."""
+    genomes = torch.zeros(count, layout.size)
+    for name, view in unflatten(layout, genomes).items():
+        if name.endswith(".bias"):
+            continue
+        bound = layout.fan_in(name) ** -0.5
+        view.copy_(torch.rand(view.shape, generator=generator) * (2 * bound) - bound)
+    return genomes
+
+
 class RegressorNet(nn.Module):
     """The network as an ordinary module: RMSprop baseline, inference of a saved model."""
 

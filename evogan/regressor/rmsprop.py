@@ -1,7 +1,10 @@
 """The gradient baseline of the GA study: the same network, data, batch and loss, RMSprop.
 
+It trains the network on the regressor data directly, not through the GA's problem adapter.
 Initial weights come from the same initialisation as the GA's genomes, drawn from the same
-(seed, "init") stream, and minibatches from the same kind of per-epoch permutation.
+(seed, "init") stream, and minibatches from the same per-epoch permutation, so the two methods
+start from the same point and see the same batches. Each optimiser step writes a ``step``
+record (its loss); each epoch an ``epoch`` record like the GA's.
 """
 
 from __future__ import annotations
@@ -13,13 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
 from evogan.engine import Streams
-from evogan.regressor.network import RegressorNet
-from evogan.regressor.problem import RegressorData, RegressorProblem, load_and_check, mape
+from evogan.progress import format_seconds
+from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
+from evogan.regressor.network import RegressorLayout, RegressorNet, batched_predict, initial_weights
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, start_run
 from evogan.store import RunDir
+
+_BLOCK_EVENTS = 36
+"""Events per block on the torch path of :func:`batched_predict` for one model: cache-sized."""
 
 
 @dataclass
@@ -28,7 +36,7 @@ class TrainResult:
     the GA's hall of fame applies), ``net`` the final ones."""
 
     net: RegressorNet
-    best: torch.Tensor
+    best: Tensor
     best_fitness: float
     steps: int
     train_seconds: float
@@ -36,53 +44,56 @@ class TrainResult:
     epochs: list[dict[str, Any]] = field(default_factory=list)
 
 
+def predict(layout: RegressorLayout, weights: Tensor, x: Tensor) -> Tensor:
+    """Output (energy / scale) of the network with flat ``weights`` on x, as the GA scores it."""
+    with torch.no_grad():
+        return batched_predict(layout, weights.reshape(1, -1), x, _BLOCK_EVENTS)[0]
+
+
 def train_rmsprop(
-    problem: RegressorProblem,
+    layout: RegressorLayout,
+    train: RegressorData,
     *,
+    batch_size: int,
     epochs: int,
     lr: float,
     streams: Streams,
     observers: Iterable[Callable[[dict[str, Any]], None]] = (),
     epoch_report: Callable[[RegressorNet], dict[str, Any]] | None = None,
 ) -> TrainResult:
-    """Minimise the problem's MAPE with RMSprop; one record per step and per epoch."""
-    net = RegressorNet.from_genome(problem.layout, problem.initial_genomes(1, streams.init)[0])
+    """Minimise the training MAPE with RMSprop; one record per step and per epoch."""
+    net = RegressorNet.from_genome(layout, initial_weights(layout, 1, streams.init)[0])
     optimizer = torch.optim.RMSprop(net.parameters(), lr=lr)
     observers = list(observers)
     started = time.perf_counter()
     steps, train_seconds, records = 0, 0.0, []
     best, best_fitness = net.genome(), float("inf")
     for epoch in range(epochs):
-        for x, y in problem.batches(epoch, streams.data):
+        for index in epoch_indices(len(train), batch_size, streams.data):
             tick = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            loss = mape(net(x), y)
+            loss = mape(net(train.x.index_select(0, index)), train.y.index_select(0, index))
             loss.backward()
             optimizer.step()
             train_seconds += time.perf_counter() - tick
             record = {
-                "kind": "generation",
-                "generation": steps,
+                "kind": "step",
+                "step": steps,
                 "epoch": epoch,
-                "best": loss.item(),
-                "mean": loss.item(),
-                "std": 0.0,
-                "evaluations": steps + 1,
-                "evaluations_per_s": (steps + 1) / max(train_seconds, 1e-12),
+                "loss": loss.item(),
                 "train_seconds": train_seconds,
                 "wall_seconds": time.perf_counter() - started,
             }
             steps += 1
             for observer in observers:
                 observer(record)
-        train_loss = float(problem.reference_fitness(net.genome().unsqueeze(0))[0])
+        train_loss = float(mape(predict(layout, net.genome(), train.x), train.y))
         if train_loss < best_fitness:
             best, best_fitness = net.genome(), train_loss
         record = {
             "kind": "epoch",
             "epoch": epoch,
-            "generation": steps,
-            "evaluations": steps,
+            "steps": steps,
             "reference_fitness": train_loss,
             "train_seconds": train_seconds,
             "wall_seconds": time.perf_counter() - started,
@@ -96,12 +107,37 @@ def train_rmsprop(
     return TrainResult(net, best, best_fitness, steps, train_seconds, wall_seconds, records)
 
 
+class StepProgress:
+    """Metrics and progress lines of a gradient run: a line every ``every`` steps here, epoch
+    records and their lines through the shared :class:`~evogan.regressor.report.Progress`."""
+
+    def __init__(self, progress: Progress, every: int) -> None:
+        self.progress = progress
+        self.every = every
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if record["kind"] != "step":
+            self.progress(record)
+            return
+        self.progress.writer.write(record)
+        if record["step"] % self.every == 0:
+            done = record["step"] + 1
+            test = self.progress.test_mape
+            print(
+                f"step {record['step']} | epoch {record['epoch'] + 1}/{self.progress.epochs} | "
+                f"loss {record['loss']:.4f} | test MAPE {'-' if test is None else f'{test:.4f}'}"
+                f" | {done / max(record['train_seconds'], 1e-12):.1f} step/s | "
+                f"{format_seconds(record['wall_seconds'])}",
+                file=self.progress.stream,
+                flush=True,
+            )
+
+
 def train_regressor(
     cfg: RegressorConfig, run_dir: str | Path | None = None, announce: Callable[[str], Any] = print
 ) -> RunDir:
     """``evogan train`` for ``task: regressor``: check, train, write the run directory."""
     layout, train, test = load_and_check(cfg, cfg.train.batch_size, announce, "train.batch_size")
-    problem = RegressorProblem(layout, train, batch_size=cfg.train.batch_size)
     run, writer = start_run(cfg, "rmsprop", None if run_dir is None else str(run_dir))
     announce(
         f"rmsprop: {layout.size} weights, {len(train)} training / {len(test)} test events, "
@@ -111,47 +147,39 @@ def train_regressor(
     with writer:
         progress = Progress(writer, cfg.train.epochs, cfg.run.progress_every, unit="step")
         result = train_rmsprop(
-            problem,
+            layout,
+            train,
+            batch_size=cfg.train.batch_size,
             epochs=cfg.train.epochs,
             lr=cfg.train.lr,
             streams=Streams.derive(cfg.seed),
-            observers=[progress],
+            observers=[StepProgress(progress, cfg.run.progress_every)],
             epoch_report=lambda net: epoch_test_mape(net, test.x, test.y),
         )
-    summary = _summarise(cfg, run, problem, result, test)
-    announce(
-        f"rmsprop: test MAPE {summary['test_mape']:.4f} after {result.steps} steps "
-        f"({result.train_seconds:.1f} s); summary in {run.file('summary.json')}"
-    )
-    return run
-
-
-def _summarise(
-    cfg: RegressorConfig,
-    run: RunDir,
-    problem: RegressorProblem,
-    result: TrainResult,
-    test: RegressorData,
-) -> dict[str, Any]:
-    prediction = problem.predict(result.best, test.x)
-    return finish_run(
+    summary = finish_run(
         run,
         cfg,
         method="rmsprop",
-        layout=problem.layout,
+        layout=layout,
         best=result.best,
         best_fitness=result.best_fitness,
         test_energy=test.energy,
-        test_prediction=prediction,
+        test_prediction=predict(layout, result.best, test.x),
         epochs=result.epochs,
         generations=result.steps,
         evaluations=result.steps,
         train_seconds=result.train_seconds,
         wall_seconds=result.wall_seconds,
         extra={
-            "train_events": len(problem.train),
+            "steps": result.steps,
+            "train_events": len(train),
             "test_events": len(test),
             "lr": cfg.train.lr,
             "final_train_fitness": result.epochs[-1]["reference_fitness"],
         },
     )
+    announce(
+        f"rmsprop: test MAPE {summary['test_mape']:.4f} after {result.steps} steps "
+        f"({result.train_seconds:.1f} s); summary in {run.file('summary.json')}"
+    )
+    return run

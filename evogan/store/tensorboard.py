@@ -23,6 +23,7 @@ from evogan.errors import EvoganError
 # Record kinds and the field that is their TensorBoard step, in order of preference.
 STEP_KEYS = {
     "generation": ("generation",),
+    "step": ("step",),
     "epoch": ("epoch",),
     "validation": ("step", "epoch"),
 }
