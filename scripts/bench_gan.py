@@ -35,11 +35,10 @@ from pathlib import Path
 
 import torch
 
-from evogan.config.gan import GanSpec, load_spec
-from evogan.models.gan3d import build_models
-from evogan.models.gan_shapes import Layer, discriminator_layers, generator_layers
+from evogan.gan3d.networks import build_models
+from evogan.gan3d.spec import GanSpec, Layer, discriminator_layers, generator_layers, load_spec
+from evogan.gan3d.step import GanStep
 from evogan.physics.validation import generate_showers
-from evogan.training.gan_step import GanStep
 
 REPO = Path(__file__).resolve().parents[1]
 

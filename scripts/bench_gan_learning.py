@@ -25,7 +25,7 @@ import torch
 
 from evogan.config import load_config
 from evogan.data.synthetic import synthesize
-from evogan.models.gan_io import find_generator, load_generator
+from evogan.gan3d.model_file import find_generator, load_generator
 from evogan.physics import Reference
 from evogan.physics.features import shower_features
 from evogan.physics.score import energy_bin, equal_count_edges

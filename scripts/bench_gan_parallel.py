@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.gan import GanSpec, load_spec
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed import guard, split_layout, world_comm
-from evogan.training.gan_trainer import build_parallel_step, share_cores
+from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.gan3d.trainer import build_parallel_step, share_cores
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {

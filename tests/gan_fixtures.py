@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evogan.config.gan import GanSpec, load_spec
 from evogan.data.writer import ShowerWriter
-from evogan.models.gan3d import Generator, build_models
-from evogan.models.gan_io import save_generator
+from evogan.gan3d.model_file import save_generator
+from evogan.gan3d.networks import Generator, build_models
+from evogan.gan3d.spec import GanSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "gan3d_tiny.yaml"

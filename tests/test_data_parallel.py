@@ -1,4 +1,4 @@
-"""Gradient exchange strategies on real mpirun ranks (evogan.training.data_parallel)."""
+"""Gradient exchange strategies on real mpirun ranks (evogan.gan3d.data_parallel)."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from evogan.errors import EvoganError
-from evogan.models.gan3d import EMPTY_ANGLE, build_models, measured_angle, to_gev, to_network
-from evogan.training.gan_losses import flipped_labels, mae, mape
-from evogan.training.gan_step import GanStep
+from evogan.gan3d.losses import flipped_labels, mae, mape
+from evogan.gan3d.networks import EMPTY_ANGLE, build_models, measured_angle, to_gev, to_network
+from evogan.gan3d.step import GanStep
 from tests.gan_fixtures import tiny_spec, toy_showers
 
 

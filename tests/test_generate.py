@@ -10,7 +10,7 @@ import torch
 
 from evogan.cli import main
 from evogan.data.reader import ShowerDataset, open_files
-from evogan.models.gan_io import load_generator
+from evogan.gan3d.model_file import load_generator
 from evogan.physics.validation import generate_showers
 from tests.conftest import evogan
 from tests.gan_fixtures import save_tiny_generator

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from evogan.gan3d.shapes import same_padding
+from evogan.gan3d.spec import same_padding
 
 
 class SeededDropout(nn.Module):

@@ -23,10 +23,10 @@ from mpi4py import MPI
 from evogan.config.gan import Gan3dConfig
 from evogan.distributed.comm import Layout
 from evogan.engine.seeding import numpy_generator
-from evogan.progress import progress
-from evogan.store import MetricsWriter, RunDir
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.cadence import CHECKPOINT, VALIDATE, Cadence
+from evogan.progress import progress
+from evogan.store import MetricsWriter, RunDir
 
 LEARNING_CURVE = "learning_curve.png"
 

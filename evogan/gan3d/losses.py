@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from evogan.config.gan import LossWeights
+from evogan.gan3d.spec import LossWeights
 
 _EPS = 1e-7  # Keras K.epsilon(): floor of |target| in MAPE
 

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from evogan.config.base import validate
-from evogan.config.gan import GanSpec
 from evogan.errors import DataError
 from evogan.gan3d.networks import Generator
+from evogan.gan3d.spec import GanSpec
 from evogan.store import BEST_MODEL, load_weights, save_weights
 
 KIND = "gan3d-generator"

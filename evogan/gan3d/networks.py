@@ -1,4 +1,4 @@
-"""3DGAN generator and discriminator built from a :class:`~evogan.config.gan.GanSpec`.
+"""3DGAN generator and discriminator built from a :class:`~evogan.gan3d.spec.GanSpec`.
 
 Layout is PyTorch channels-first: the generator returns ``(N, 1, X, Y, Z)`` in *network units*
 (``(cell_scale * GeV) ** cell_power``) and the discriminator reads the same. The discriminator
@@ -15,10 +15,9 @@ import math
 import torch
 from torch import nn
 
-from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
 from evogan.gan3d.blocks import SeededDropout, conv_block, initialise
-from evogan.gan3d.shapes import flatten_features
+from evogan.gan3d.spec import GanSpec, flatten_features
 
 # Measured angle given to showers without any energy (the original's sentinel value).
 EMPTY_ANGLE = 100.0

@@ -12,8 +12,8 @@ from mpi4py import MPI
 
 from evogan.config.gan import Gan3dConfig
 from evogan.errors import EvoganError
-from evogan.store import CONFIG, RunDir
 from evogan.gan3d import checkpoint as ckpt
+from evogan.store import CONFIG, RunDir
 
 
 def open_run(

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
-from evogan.gan3d.networks import Discriminator, Generator, make_latent, missing_theta, to_network
 from evogan.gan3d.losses import flipped_labels, gan_loss
+from evogan.gan3d.networks import Discriminator, Generator, make_latent, missing_theta, to_network
+from evogan.gan3d.spec import GanSpec
 
 
 class GanStep:

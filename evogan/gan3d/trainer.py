@@ -29,16 +29,14 @@ from mpi4py import MPI
 
 from evogan import __version__
 from evogan.config.base import dump
-from evogan.config.gan import Gan3dConfig, GanSpec
+from evogan.config.gan import Gan3dConfig
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout, split_layout
 from evogan.distributed.signals import StopFlag, catch_stop_signals
-from evogan.errors import EvoganError, RunStopped
 from evogan.engine.seeding import torch_generator
-from evogan.gan3d.networks import Discriminator, Generator, build_models
-from evogan.gan3d.model_file import save_generator
-from evogan.store import BEST_MODEL, RunDir, save_weights
+from evogan.errors import EvoganError, RunStopped
 from evogan.gan3d import checkpoint as ckpt
+from evogan.gan3d.cadence import Cadence
 from evogan.gan3d.data_parallel import (
     GradientExchange,
     RingExchange,
@@ -46,7 +44,6 @@ from evogan.gan3d.data_parallel import (
     average_tensors,
     broadcast_parameters,
 )
-from evogan.gan3d.cadence import Cadence
 from evogan.gan3d.loop import (
     EpochLoop,
     Position,
@@ -56,9 +53,13 @@ from evogan.gan3d.loop import (
     rank_state,
     summary,
 )
+from evogan.gan3d.model_file import save_generator
+from evogan.gan3d.networks import Discriminator, Generator, build_models
 from evogan.gan3d.resume import open_run, resume_command
+from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.step import GanStep
 from evogan.gan3d.validation import MIN_VALIDATION_EVENTS, TrainingValidation
+from evogan.store import BEST_MODEL, RunDir, save_weights
 
 ENSEMBLE = "generators"
 LAST_MODEL = "last_model.h5"

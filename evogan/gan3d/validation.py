@@ -19,11 +19,11 @@ from mpi4py import MPI
 
 from evogan.config.gan import Gan3dConfig
 from evogan.engine.seeding import torch_generator
-from evogan.gan3d.networks import Generator
+from evogan.gan3d.data_parallel import average_tensors
 from evogan.gan3d.model_file import save_generator
+from evogan.gan3d.networks import Generator
 from evogan.progress import progress
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir
-from evogan.gan3d.data_parallel import average_tensors
 
 GENERATE_BATCH = 128
 MIN_VALIDATION_EVENTS = 8

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
 from evogan.gan3d.networks import Generator
+from evogan.gan3d.spec import GanSpec
 from evogan.physics.features import PROFILES, FeatureTable
 from evogan.physics.score import Reference, Validation, energy_bin, worst_validation
 from evogan.physics.validation import generate_showers

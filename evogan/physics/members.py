@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from evogan.config.gan import GanSpec
 from evogan.errors import EvoganError
+from evogan.gan3d.spec import GanSpec
 from evogan.store.rundir import CONFIG
 
 GENERATORS = "generators"  # the per-rank generator folder of a gan3d run

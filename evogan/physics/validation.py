@@ -11,8 +11,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from evogan.config.gan import GanSpec
 from evogan.gan3d.networks import Generator, make_latent, to_gev
+from evogan.gan3d.spec import GanSpec
 
 
 def generate_showers(

@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 
 from evogan.config.base import dump, validate
-from evogan.config.gan import load_spec
 from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError, EvoganError
+from evogan.gan3d.spec import load_spec
 from evogan.store import RunDir, read_metrics
 from evogan.store.metrics import append_synced
 

@@ -29,12 +29,12 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.gan import Gan3dConfig, GanSpec
+from evogan.config.gan import Gan3dConfig
 from evogan.config.regressor import RunConfig
 from evogan.config.search import SearchConfig
-from evogan.errors import EvoganError
 from evogan.engine.seeding import derive_seed
-from evogan.gan3d.shapes import discriminator_layers, generator_layers
+from evogan.errors import EvoganError
+from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
 from evogan.physics import WORST as WORST_SCORE
 from evogan.physics import Reference, Validation
 from evogan.physics.validation import generate_showers
@@ -271,8 +271,8 @@ def _train_member(
 ) -> tuple[list[Path], int]:
     """One training of the candidate; returns its generator file(s), one per member, and the
     epochs inherited from ``parent`` (0: trained from scratch)."""
-    from evogan.search.inherit import seed_from_parent
     from evogan.gan3d.trainer import ENSEMBLE, train_gan3d
+    from evogan.search.inherit import seed_from_parent
 
     budget = config.budget
     trainer = config.trainer.model_copy()

@@ -16,10 +16,10 @@ from typing import Any
 import yaml
 
 from evogan.config.base import dump, validate
-from evogan.config.gan import Gan3dConfig, GanSpec
-from evogan.gan3d.shapes import discriminator_layers, generator_layers
-from evogan.store import RunDir, load_weights, save_weights
+from evogan.config.gan import Gan3dConfig
 from evogan.gan3d.checkpoint import MARKER
+from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
+from evogan.store import RunDir, load_weights, save_weights
 
 
 def layer_signature(spec: GanSpec) -> tuple[Any, ...]:

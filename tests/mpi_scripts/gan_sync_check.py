@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.gan import GanSpec, load_spec
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed import guard, split_layout, world_comm
-from evogan.training.gan_trainer import build_parallel_step
+from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.gan3d.trainer import build_parallel_step
 
 
 def exact_spec(path: str) -> GanSpec:

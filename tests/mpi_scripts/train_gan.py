@@ -17,8 +17,8 @@ from pathlib import Path
 
 from evogan.config import load_config
 from evogan.distributed import guard
-from evogan.training.gan_loop import StepInfo
-from evogan.training.gan_trainer import train_gan3d
+from evogan.gan3d.loop import StepInfo
+from evogan.gan3d.trainer import train_gan3d
 
 
 def main() -> None:

@@ -1,0 +1,271 @@
+"""The 3DGAN architecture spec and its shape arithmetic, block by block, without building anything.
+
+A :class:`GanSpec` is everything needed to build, train and invert a 3DGAN: the latent and its
+conditioning, the generator's dense seed and convolution blocks, the discriminator's blocks,
+pooling and heads, loss weights, optimiser settings and the cell transform. Specs live in YAML
+(``configs/gan3d*.yaml``) and are stored as JSON in every model file.
+
+Validating a spec walks its layers (:func:`generator_layers`, :func:`discriminator_layers`), so
+a spec that cannot produce ``output_shape`` fails with one line naming the block before any
+allocation; the benchmark counts FLOPs from the same layer list, so the two never disagree about
+what the network is. Shapes are channels-first ``(C, X, Y, Z)``; convolutions follow Keras
+semantics (``valid``: n - k + 1; ``same``: n, padded (k-1)//2 before and the rest after),
+``zero_pad`` is Keras ZeroPadding3D (symmetric, before the convolution), ``upsample`` is
+nearest-neighbour repetition before the padding, pooling floors like Keras ``valid``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+
+from evogan.config.base import StrictModel, read_yaml, validate
+from evogan.errors import ConfigError
+
+Triple = tuple[PositiveInt, PositiveInt, PositiveInt]
+PadTriple = tuple[NonNegativeInt, NonNegativeInt, NonNegativeInt]
+Activation = Literal["relu", "leaky_relu", "linear"]
+Init = Literal["he_uniform", "glorot_uniform", "glorot_normal"]
+
+
+class GeneratorBlock(StrictModel):
+    """upsample -> ZeroPadding3D -> Conv3D -> activation -> [BatchNorm] (Keras order)."""
+
+    filters: PositiveInt
+    kernel: Triple
+    padding: Literal["same", "valid"] = "valid"
+    zero_pad: PadTriple = (0, 0, 0)
+    upsample: Triple = (1, 1, 1)
+    activation: Activation = "relu"
+    batch_norm: bool = False
+    bias: bool = True
+    init: Init = "he_uniform"
+
+
+class DiscriminatorBlock(StrictModel):
+    """ZeroPadding3D -> Conv3D -> activation -> [BatchNorm] -> [Dropout] (Keras order)."""
+
+    filters: PositiveInt
+    kernel: Triple
+    padding: Literal["same", "valid"] = "valid"
+    zero_pad: PadTriple = (0, 0, 0)
+    activation: Activation = "leaky_relu"
+    batch_norm: bool = False
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    bias: bool = True
+    init: Init = "glorot_uniform"
+
+
+class PoolingSpec(StrictModel):
+    """Pooling between the last discriminator block and the flatten."""
+
+    kind: Literal["avg", "max"] = "avg"
+    size: Triple = (2, 2, 2)
+
+
+class ConditioningSpec(StrictModel):
+    """How the primary energy (and angle) enter the latent vector.
+
+    ``concat``: latent = [E/energy_scale, theta (if angle), normal draws] (variable-angle model);
+    ``multiply``: latent = normal draws x E/energy_scale (fixed-angle model).
+    """
+
+    mode: Literal["concat", "multiply"] = "concat"
+    angle: bool = False
+    energy_scale: float = Field(default=100.0, gt=0)
+
+
+class HeadsSpec(StrictModel):
+    """Discriminator outputs besides real/fake: trainable energy regression, fixed sums."""
+
+    energy: bool = True
+    ecal_sum: bool = True
+    angle: bool = False
+
+
+class LossWeights(StrictModel):
+    """Weights of BCE(real/fake), MAPE(energy), MAE(angle), MAPE(ECAL sum)."""
+
+    real_fake: float = Field(default=3.0, ge=0)
+    energy: float = Field(default=0.1, ge=0)
+    angle: float = Field(default=25.0, ge=0)
+    ecal_sum: float = Field(default=0.1, ge=0)
+
+
+class GanSpec(StrictModel):
+    """A complete, shape-checked 3DGAN architecture with its training hyper-parameters."""
+
+    name: str = "gan3d"
+    output_shape: Triple
+    latent_size: PositiveInt
+    conditioning: ConditioningSpec = Field(default_factory=ConditioningSpec)
+    dense_seed: tuple[PositiveInt, PositiveInt, PositiveInt, PositiveInt]  # (C, X, Y, Z)
+    generator: list[GeneratorBlock] = Field(min_length=1)
+    discriminator: list[DiscriminatorBlock] = Field(min_length=1)
+    pooling: PoolingSpec = Field(default_factory=PoolingSpec)
+    heads: HeadsSpec = Field(default_factory=HeadsSpec)
+    loss_weights: LossWeights = Field(default_factory=LossWeights)
+    leaky_slope: float = Field(default=0.3, ge=0)  # Keras LeakyReLU default
+    batch_norm_eps: float = Field(default=1e-3, gt=0)
+    batch_norm_momentum: float = Field(default=0.01, gt=0, le=1)  # PyTorch convention
+    g_lr: float = Field(default=1e-3, gt=0)
+    d_lr: float = Field(default=1e-3, gt=0)
+    rmsprop_alpha: float = Field(default=0.9, gt=0, lt=1)  # Keras rho
+    rmsprop_eps: float = Field(default=1e-7, gt=0)
+    batch_size: PositiveInt = 64
+    label_flip: float = Field(default=0.05, ge=0, lt=0.5)
+    generator_steps: PositiveInt = 2
+    cell_scale: float = Field(default=1.0, gt=0)  # network cell = (cell_scale * GeV) ** power
+    cell_power: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GanSpec:
+        cond = self.conditioning
+        if cond.mode == "multiply" and cond.angle:
+            raise ConfigError(
+                "spec: conditioning.angle needs conditioning.mode = 'concat', got 'multiply'"
+            )
+        if cond.mode == "concat" and self.latent_size <= 1 + int(cond.angle):
+            raise ConfigError(
+                f"spec: latent_size must leave room for noise after the {1 + int(cond.angle)} "
+                f"condition slot(s), got {self.latent_size}"
+            )
+        if self.heads.angle and not cond.angle:
+            raise ConfigError(
+                "spec: heads.angle needs conditioning.angle = true (the angle is its target)"
+            )
+        if self.generator[-1].filters != 1:
+            raise ConfigError(
+                f"spec: the last generator block must have 1 filter (one energy per cell), "
+                f"got {self.generator[-1].filters}"
+            )
+        generator_layers(self)
+        discriminator_layers(self)
+        return self
+
+    @property
+    def noise_size(self) -> int:
+        """Normal draws in the latent vector (the rest are condition slots)."""
+        if self.conditioning.mode == "multiply":
+            return self.latent_size
+        return self.latent_size - 1 - int(self.conditioning.angle)
+
+
+def load_spec(path: str | Path) -> GanSpec:
+    """A spec from YAML: either a bare spec or a full ``task: gan3d`` config's ``spec``."""
+    raw = read_yaml(path)
+    if "spec" in raw:
+        raw = raw["spec"]
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: spec must be a mapping, got {type(raw).__name__}")
+    return validate(GanSpec, raw, source=str(path))
+
+
+Shape = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One weighted (or pooling) layer: where it is, what it sees and what it makes."""
+
+    net: str  # "generator" or "discriminator"
+    name: str  # "dense", "block 3", "pooling"
+    in_shape: tuple[int, ...]  # what the convolution sees (after upsampling and padding)
+    out_shape: tuple[int, ...]
+    kernel: tuple[int, int, int] | None = None
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates per sample of the forward pass (0 for pooling)."""
+        if self.name == "dense":
+            return self.in_shape[0] * self.out_shape[0]
+        if self.kernel is None:
+            return 0
+        return math.prod(self.out_shape) * self.in_shape[0] * math.prod(self.kernel)
+
+
+def same_padding(kernel: int) -> tuple[int, int]:
+    """Keras/TensorFlow ``same`` padding of one axis (stride 1): extra cell goes after."""
+    before = (kernel - 1) // 2
+    return before, kernel - 1 - before
+
+
+def _conv(
+    net: str, index: int, count: int, block: GeneratorBlock | DiscriminatorBlock, shape: Shape
+) -> tuple[Layer, Shape]:
+    c, *spatial = shape
+    up = getattr(block, "upsample", (1, 1, 1))
+    spatial = [n * u for n, u in zip(spatial, up, strict=True)]
+    spatial = [n + 2 * p for n, p in zip(spatial, block.zero_pad, strict=True)]
+    seen = (c, *spatial)
+    if block.padding == "same":
+        out = list(spatial)
+    else:
+        out = [n - k + 1 for n, k in zip(spatial, block.kernel, strict=True)]
+    out_shape = (block.filters, *out)
+    if min(out) < 1 or min(spatial) < 1:
+        raise ConfigError(
+            f"spec: {net} block {index} of {count} ({_describe(block)}) produces {out_shape}: "
+            f"every side must stay >= 1; enlarge its zero_pad or shrink its kernel"
+        )
+    return Layer(net, f"block {index}", seen, out_shape, tuple(block.kernel)), out_shape
+
+
+def _describe(block: GeneratorBlock | DiscriminatorBlock) -> str:
+    parts = []
+    if tuple(getattr(block, "upsample", (1, 1, 1))) != (1, 1, 1):
+        parts.append(f"upsample {tuple(block.upsample)}")
+    if tuple(block.zero_pad) != (0, 0, 0):
+        parts.append(f"zero_pad {tuple(block.zero_pad)}")
+    parts.append(f"Conv3D {block.filters} filters kernel {tuple(block.kernel)} {block.padding}")
+    return ", ".join(parts)
+
+
+def generator_layers(spec: GanSpec) -> list[Layer]:
+    """Dense seed then every generator block; raises ConfigError at the first bad block."""
+    seed = tuple(spec.dense_seed)
+    layers = [Layer("generator", "dense", (spec.latent_size,), (math.prod(seed),))]
+    shape: Shape = seed  # type: ignore[assignment]
+    count = len(spec.generator)
+    for index, block in enumerate(spec.generator, start=1):
+        layer, shape = _conv("generator", index, count, block, shape)
+        layers.append(layer)
+    target = (1, *spec.output_shape)
+    if shape != target:
+        raise ConfigError(
+            f"spec: generator block {count} of {count} ({_describe(spec.generator[-1])}) "
+            f"produces {shape} but output_shape needs {target}; change the blocks' kernels, "
+            f"zero_pad, upsample or filters"
+        )
+    return layers
+
+
+def discriminator_layers(spec: GanSpec) -> list[Layer]:
+    """Every discriminator block, the pooling and the two trainable heads."""
+    shape: Shape = (1, *spec.output_shape)  # type: ignore[assignment]
+    layers: list[Layer] = []
+    count = len(spec.discriminator)
+    for index, block in enumerate(spec.discriminator, start=1):
+        layer, shape = _conv("discriminator", index, count, block, shape)
+        layers.append(layer)
+    size = tuple(spec.pooling.size)
+    pooled = (shape[0], *(n // s for n, s in zip(shape[1:], size, strict=True)))
+    if min(pooled[1:]) < 1:
+        raise ConfigError(
+            f"spec: discriminator pooling {size} after block {count} of {count} produces "
+            f"{pooled} from {shape}; use a smaller pooling.size or less shrinking blocks"
+        )
+    layers.append(Layer("discriminator", "pooling", shape, pooled))
+    features = math.prod(pooled)
+    heads = 1 + int(spec.heads.energy)
+    layers.append(Layer("discriminator", "dense", (features,), (heads,)))
+    return layers
+
+
+def flatten_features(spec: GanSpec) -> int:
+    """Number of features the discriminator's heads read (19,152 for the 51x51x25 model)."""
+    return discriminator_layers(spec)[-1].in_shape[0]
