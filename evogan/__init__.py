@@ -32,6 +32,7 @@ _LAZY = {
     "RegressorNet": "evogan.regressor.network",
     "evolve_regressor": "evogan.regressor.evolve",
     "load_regressor": "evogan.regressor.network",
+    "mape": "evogan.regressor.data",
     "train_regressor": "evogan.regressor.rmsprop",
     "train_rmsprop": "evogan.regressor.rmsprop",
     # the 3DGAN task
