@@ -10,6 +10,7 @@ file, not the writer's caller, is what every run type has in common.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from pathlib import Path
@@ -17,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from evogan.config.regressor import tensorboard_installed
 from evogan.errors import EvoganError
 
 # Record kinds and the field that is their TensorBoard step, in order of preference.
@@ -35,10 +35,11 @@ CONFIG_DEPTH = 3
 def require() -> None:
     """One line instead of an ImportError for a stored run that asks for TensorBoard in an
     environment without it (configs are checked when loaded; this guards the writers)."""
-    try:
-        tensorboard_installed(True)
-    except ValueError as exc:
-        raise EvoganError(f"this run writes TensorBoard events: {exc}") from None
+    if importlib.util.find_spec("tensorboard") is None:
+        raise EvoganError(
+            "this run writes TensorBoard events: the tensorboard package is not installed; "
+            "pip install 'evogan[tensorboard]'"
+        )
 
 
 def requested(metrics_path: Path) -> bool:
