@@ -23,8 +23,6 @@ THICK_W_MM = 4.8
 SILICON_MM = 0.5  # assumed (not given in the source papers)
 
 Z = 74
-A = 183.84
-DENSITY_G_CM3 = 19.3
 X0_MM = 3.504
 MOLIERE_MM = 9.327
 CRITICAL_GEV = 0.0080
@@ -51,8 +49,3 @@ def layer_centres_x0() -> np.ndarray:
 def layer_edges_mm() -> np.ndarray:
     """Geometric layer boundaries in mm (tungsten plus silicon), for inclined showers."""
     return np.concatenate(([0.0], np.cumsum(absorber_mm() + SILICON_MM)))
-
-
-def total_depth_x0() -> float:
-    """Depth of the back of the last layer in X0 (energy beyond it leaks out)."""
-    return float(layer_edges_x0()[-1])
