@@ -25,8 +25,7 @@ from pathlib import Path
 import torch
 
 from evogan.config import load_config
-from evogan.evolution import Streams
-from evogan.models.regressor import evaluation_path
+from evogan.engine import Streams
 from evogan.plots.compare import (
     RunRecord,
     plot_energy_response,
@@ -34,10 +33,11 @@ from evogan.plots.compare import (
     plot_test_loss,
     summary_table,
 )
-from evogan.problems.regressor import RegressorProblem, load_and_check
-from evogan.problems.regressor_evolve import evolve_regressor
+from evogan.regressor.evolve import evolve_regressor
+from evogan.regressor.network import evaluation_path
+from evogan.regressor.problem import RegressorProblem, load_and_check
+from evogan.regressor.rmsprop import train_regressor
 from evogan.store import atomic_write, to_json
-from evogan.training.rmsprop import train_regressor
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from evogan.evolution import (
+from evogan.engine import (
     Constant,
     DifferentiableProblem,
     GenerationContext,
@@ -104,11 +104,10 @@ def test_hooks_observers_and_hall_of_fame() -> None:
     seen: list[str] = []
 
     class Counting(PlusLambda):
-        def after_generation(self, record):
-            seen.append("generation")
-
-        def on_epoch_end(self, record):
-            seen.append("epoch")
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.after_step.append(lambda record: seen.append("generation"))
+            self.after_epoch.append(lambda record: seen.append("epoch"))
 
     records: list[dict] = []
     engine, result = _run(
@@ -138,6 +137,80 @@ def test_hybrid_steps_move_the_elite_downhill() -> None:
     selected = genomes[int(torch.argmin(fitness))]
     assert not torch.equal(result.elite, selected)
     assert problem.loss(result.elite, batch) < fitness.min()
+
+
+def test_steps_driven_by_hand_give_a_result_and_run_the_hooks() -> None:
+    now = [100.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    problem = Sphere(size=8)
+    engine = PlusLambda(
+        problem, children=3, initial_parents=2, epochs=1, streams=Streams.derive(2), clock=clock
+    )
+    with pytest.raises(ValueError, match="no generation has run yet"):
+        engine.result()
+    contexts, selections, admitted = [], [], []
+    engine.before_step.append(contexts.append)
+
+    def admit(candidates: torch.Tensor, context: GenerationContext) -> torch.Tensor:
+        admitted.append(candidates.shape[0])
+        return candidates
+
+    engine.before_evaluation.append(admit)
+    engine.after_selection.append(selections.append)
+    batches = [torch.full((8,), 0.5 * i) for i in range(4)]
+    for batch in batches:
+        engine.step(batch, epoch=0)
+    result = engine.result()
+    # no epoch ended: the hall of fame is empty and the best is the elite on its last batch
+    assert len(result.hall_of_fame) == 0 and torch.equal(result.best, engine.elite)
+    assert result.best_fitness == engine.elite_fitness == float(selections[-1].fitness.min())
+    assert result.generations == 4 and result.evaluations == 2 + 3 * 4
+    assert [c.generation for c in contexts] == [0, 1, 2, 3] and admitted == [2, 4, 4, 4]
+    assert not any(selection.refined for selection in selections)
+    # wall time counts from the first step (clock 101), not from when the clock started
+    assert 0 < result.wall_seconds < 100
+    assert result.wall_seconds == pytest.approx(now[0] - 101.0)
+
+
+def test_a_hook_can_stop_the_run_after_a_step() -> None:
+    engine = PlusLambda(
+        Sphere(), children=2, initial_parents=2, epochs=3, streams=Streams.derive(0)
+    )
+    engine.after_step.append(lambda record: record["generation"] == 6 and engine.request_stop())
+    result = engine.run()
+    assert engine.stop_requested and result.generations == 7 and len(result.epochs) == 1
+
+
+def test_loop_state_round_trips_into_a_fresh_strategy() -> None:
+    def build() -> Hybrid:
+        return Hybrid(
+            Sphere(size=10, batches=3),
+            steps=2,
+            lr=0.05,
+            children=4,
+            initial_parents=2,
+            epochs=2,
+            streams=Streams.derive(9),
+            rate=Constant(0.3),
+            power=Constant(0.5),
+        )
+
+    whole = build()
+    whole.run()
+    first = build()
+    first.epochs = 1
+    first.run()
+    first.epochs = 2
+    resumed = build()
+    resumed.load_state(first.state())
+    resumed.run()
+    assert torch.equal(resumed.elite, whole.elite)
+    assert resumed.gradient_steps == whole.gradient_steps
+    assert [r["best"] for r in resumed.logbook] == [r["best"] for r in whole.logbook]
 
 
 def test_bad_strategy_settings_are_rejected() -> None:

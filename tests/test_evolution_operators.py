@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from evogan.errors import ConfigError
-from evogan.evolution import (
+from evogan.engine import (
     derive_seed,
     make_schedule,
     mutated_count,
@@ -17,7 +16,8 @@ from evogan.evolution import (
     replace_mutation,
     torch_generator,
 )
-from evogan.evolution.operators import splitmix
+from evogan.engine.operators import splitmix
+from evogan.errors import ConfigError
 
 
 def _seed(step: int = 0) -> int:

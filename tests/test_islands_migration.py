@@ -8,7 +8,7 @@ import torch
 
 from evogan.config import load_config
 from evogan.errors import ConfigError
-from evogan.evolution.migration import (
+from evogan.islands.migration import (
     count_matrix,
     fully_connected,
     make_topology,
@@ -82,26 +82,38 @@ def test_config_sections_have_defaults_and_check_matrix(tmp_path) -> None:
 
 @pytest.mark.parametrize("policy", ["compete", "replace_worst"])
 def test_immigrants_join_the_next_generation(policy) -> None:
-    from evogan.evolution import Streams
-    from evogan.evolution.islands import IslandPlusLambda, IslandSettings
-    from evogan.evolution.problem import GenerationContext
+    from evogan.engine import PlusLambda, Streams
+    from evogan.islands.island import Island
+    from evogan.islands.migration import make_policy
     from tests.test_lineage import _problem
 
     problem = _problem()
-    strategy = IslandPlusLambda(
+    strategy = PlusLambda(
         problem, children=4, initial_parents=2, epochs=1, streams=Streams.derive(0)
     )
-    strategy.setup_island(IslandSettings(policy=policy))
-    context = GenerationContext(0, 0, 0.1, 0.1)
-    first = strategy.propose(context)
-    strategy.select(first, torch.arange(first.shape[0], dtype=torch.float64), context)
+    island = Island(strategy, policy=make_policy(policy))
+    ranked = iter([torch.arange(2, dtype=torch.float64)])
+
+    def evaluate(genomes, batch):
+        return next(ranked)
+
+    problem.evaluate = evaluate  # the first generation: fitness by row
+    strategy.step(None, 0)
     stranger = torch.zeros(problem.layout.size)
-    strategy.immigrants = [(stranger, None), (stranger + 1, None)]
-    candidates = strategy.propose(context)
+    island.immigrants = [(stranger, None), (stranger + 1, None)]
+    seen = []
+
+    def last_wins(genomes, batch):
+        seen.append(genomes)
+        fitness = torch.ones(genomes.shape[0], dtype=torch.float64)
+        fitness[-1] = 0.0
+        return fitness
+
+    problem.evaluate = last_wins
+    elite = strategy.elite
+    strategy.step(None, 0)
+    (candidates,) = seen
     assert candidates.shape[0] == (5 if policy == "replace_worst" else 7)
-    assert torch.equal(candidates[0], strategy.elite)
-    assert torch.equal(candidates[-2], stranger) and strategy.immigrants_used == 2
-    fitness = torch.ones(candidates.shape[0], dtype=torch.float64)
-    fitness[-1] = 0.0
-    strategy.select(candidates, fitness, context)
-    assert torch.equal(strategy.elite, stranger + 1) and strategy.immigrant_wins == 1
+    assert torch.equal(candidates[0], elite)
+    assert torch.equal(candidates[-2], stranger) and island.immigrants_used == 2
+    assert torch.equal(strategy.elite, stranger + 1) and island.immigrant_wins == 1

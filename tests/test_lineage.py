@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from evogan.config.regressor import RegressorModelConfig
+from evogan.engine import Hybrid, PlusLambda, Streams
 from evogan.errors import DataError
-from evogan.evolution import Streams
-from evogan.evolution.islands import IslandPlusLambda, IslandSettings
-from evogan.evolution.lineage import Lineage, Rebuilder, rebuild
-from evogan.models.regressor import RegressorLayout
-from evogan.problems.regressor import RegressorData, RegressorProblem
+from evogan.islands.island import Island
+from evogan.islands.lineage import Lineage, Rebuilder, rebuild
+from evogan.regressor.network import RegressorLayout
+from evogan.regressor.problem import RegressorData, RegressorProblem
 
 
 def _problem(mutation: str = "add") -> RegressorProblem:
@@ -24,23 +24,24 @@ def _problem(mutation: str = "add") -> RegressorProblem:
     )
 
 
-def _evolved(problem: RegressorProblem, epochs: int = 6) -> IslandPlusLambda:
-    strategy = IslandPlusLambda(
+def _evolved(problem: RegressorProblem, epochs: int = 6) -> Island:
+    strategy = PlusLambda(
         problem, children=6, initial_parents=4, epochs=epochs, streams=Streams.derive(5, 1)
     )
-    strategy.setup_island(IslandSettings())
-    strategy.run()
-    return strategy
+    island = Island(strategy)
+    island.run()
+    return island
 
 
 @pytest.mark.parametrize("mutation", ["add", "replace"])
 def test_lineage_rebuilds_the_elite_bit_for_bit(mutation: str) -> None:
     problem = _problem(mutation)
-    strategy = _evolved(problem)
-    lineage = strategy.elite_lineage
+    island = _evolved(problem)
+    lineage = island.elite_lineage
     assert lineage is not None and len(lineage) > 3  # the elite improved several times
-    assert torch.equal(rebuild(problem, lineage), strategy.elite)
-    assert torch.equal(rebuild(problem, Lineage.from_bytes(lineage.to_bytes())), strategy.elite)
+    assert torch.equal(rebuild(problem, lineage), island.strategy.elite)
+    elite = island.strategy.elite
+    assert torch.equal(rebuild(problem, Lineage.from_bytes(lineage.to_bytes())), elite)
 
 
 def test_lineage_bytes_round_trip_and_size() -> None:
@@ -65,63 +66,60 @@ def test_lineage_bytes_round_trip_and_size() -> None:
 
 def test_rebuilder_replays_only_new_mutations_of_a_known_prefix() -> None:
     problem = _problem()
-    strategy = _evolved(problem, epochs=3)
-    full = strategy.elite_lineage
+    island = _evolved(problem, epochs=3)
+    full = island.elite_lineage
     prefix = Lineage(*full.root, full.mutations[:2])
     rebuilder = Rebuilder(problem)
     rebuilder(prefix)
     assert rebuilder.replayed == 2
-    assert torch.equal(rebuilder(full), strategy.elite)
+    assert torch.equal(rebuilder(full), island.strategy.elite)
     assert rebuilder.replayed == len(full)  # 2 + the len(full) - 2 new ones
 
 
 def test_hybrid_genomes_have_no_lineage() -> None:
-    from evogan.evolution.islands import IslandHybrid
-
-    strategy = IslandHybrid(
+    strategy = Hybrid(
         _problem(), steps=1, children=4, initial_parents=2, epochs=1, streams=Streams.derive(1)
     )
-    strategy.setup_island(IslandSettings())
-    strategy.run()
-    assert strategy.gradient_steps > 0 and strategy.elite_lineage is None
-    migrant = strategy.encode_migrants(strategy.emigrants(), destination=1)[0]
+    island = Island(strategy)
+    island.run()
+    assert strategy.gradient_steps > 0 and island.elite_lineage is None
+    migrant = island.codec.encode(island.emigrants(), destination=1)[0]
     assert migrant.lineage is None and len(migrant.weights) == 4 * strategy.elite.numel()
 
 
 def test_migrants_travel_as_deltas_against_the_previous_message() -> None:
     sender, receiver = _evolved(_problem(), epochs=2), _evolved(_problem(), epochs=1)
-    first = sender.encode_migrants(sender.emigrants(), destination=1)
+    first = sender.codec.encode(sender.emigrants(), destination=1)
     assert first[0].base is None  # nothing sent before: the whole lineage
-    genome, lineage = receiver.decode_migrants(first, source=0)[0]
-    assert torch.equal(genome, sender.elite) and lineage == sender.elite_lineage
-    sender.epochs = 4
+    genome, lineage = receiver.codec.decode(first, source=0)[0]
+    assert torch.equal(genome, sender.strategy.elite) and lineage == sender.elite_lineage
+    sender.strategy.epochs = 4
     sender.run()  # two more epochs: the elite line grows
     assert sender.elite_lineage.extends(lineage) and len(sender.elite_lineage) > len(lineage)
-    second = sender.encode_migrants(sender.emigrants(), destination=1)
+    second = sender.codec.encode(sender.emigrants(), destination=1)
     assert second[0].base == (0, len(lineage))
     assert second[0].size < len(sender.elite_lineage.to_bytes())
-    genome, rebuilt = receiver.decode_migrants(second, source=0)[0]
-    assert torch.equal(genome, sender.elite) and rebuilt == sender.elite_lineage
+    genome, rebuilt = receiver.codec.decode(second, source=0)[0]
+    assert torch.equal(genome, sender.strategy.elite) and rebuilt == sender.elite_lineage
 
 
 def test_a_diverged_line_travels_as_a_delta_from_the_shared_prefix() -> None:
     sender, receiver = _evolved(_problem(), epochs=2), _evolved(_problem(), epochs=1)
     sent = sender.elite_lineage
-    receiver.decode_migrants(sender.encode_migrants(sender.emigrants(), destination=1), source=0)
+    receiver.codec.decode(sender.codec.encode(sender.emigrants(), destination=1), source=0)
     sibling = Lineage(*sent.root, sent.mutations[:2]).child(
-        sender.stream_key, 10**6, 6, 5, 0.1, 0.1
+        sender.strategy.stream_key, 10**6, 6, 5, 0.1, 0.1
     )
-    genome = rebuild(sender.problem, sibling)
-    migrant = sender.encode_migrants([(genome, sibling, 0.5)], destination=1)[0]
+    genome = rebuild(sender.strategy.problem, sibling)
+    migrant = sender.codec.encode([(genome, sibling, 0.5)], destination=1)[0]
     assert migrant.base == (0, 2) and migrant.size < len(sibling.to_bytes())
-    rebuilt, lineage = receiver.decode_migrants([migrant], source=0)[0]
+    rebuilt, lineage = receiver.codec.decode([migrant], source=0)[0]
     assert lineage == sibling and torch.equal(rebuilt, genome)
 
 
 def test_rebuilder_stays_exact_when_its_cache_evicts() -> None:
     problem = _problem()
-    strategy = _evolved(problem, epochs=4)
-    full = strategy.elite_lineage
+    full = _evolved(problem, epochs=4).elite_lineage
     small = Rebuilder(problem, cache_bytes=2 * 4 * problem.layout.size)  # two genomes
     for cut in (len(full), 3, len(full) - 1, 1, len(full)):
         prefix = Lineage(*full.root, full.mutations[:cut])

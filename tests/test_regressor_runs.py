@@ -12,8 +12,8 @@ import yaml
 
 from evogan.config import load_config
 from evogan.data.transforms import load_regressor_data
-from evogan.models.regressor import load_regressor
-from evogan.problems.regressor import mape
+from evogan.regressor.network import load_regressor
+from evogan.regressor.problem import mape
 from evogan.store import load_weights, read_metrics
 from tests.conftest import evogan, untimed
 
@@ -136,7 +136,7 @@ def test_hybrid_strategy_runs_and_reports_gradient_steps(runs) -> None:
     root, config, _ = runs
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
-        from evogan.problems.regressor_evolve import evolve_regressor
+        from evogan.regressor.evolve import evolve_regressor
 
         cfg = load_config(config, ["ga.strategy=hybrid", "ga.hybrid_steps=2", "ga.epochs=1"])
         run = evolve_regressor(cfg, root / "hybrid", announce=lambda line: None)

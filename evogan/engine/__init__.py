@@ -1,17 +1,11 @@
 """The evolution engine, workload-agnostic: what a problem supplies (``problem``), the generation
-loop and its records (``loop``), the (1+lambda) and hybrid strategies (``strategies``), point
-mutation with its C kernel (``operators``), rate schedules (``schedules``) and random streams
-derived from (root seed, labels) (``seeding``). It imports nothing of CNNs, MPI or configs."""
+loop with its hook lists (``loop``) and what it produces and hands to hooks (``records``), the
+(1+lambda) and hybrid strategies with their one seed scheme (``strategies``), point mutation
+with its C kernel (``operators``), rate schedules (``schedules``) and random streams derived
+from (root seed, labels) (``seeding``). It imports nothing of CNNs, MPI or configs."""
 
-from evogan.engine.loop import (
-    Evolution,
-    EvolutionResult,
-    FitnessMin,
-    Individual,
-    Observer,
-    Streams,
-    rank_safe,
-)
+from evogan.engine.loop import Evolution, Observer, Streams
+from evogan.engine.module_problem import ModuleProblem
 from evogan.engine.operators import (
     mutated_count,
     mutation_mask,
@@ -19,13 +13,26 @@ from evogan.engine.operators import (
     replace_mutation,
 )
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, Problem
+from evogan.engine.records import (
+    ChildDraw,
+    Draw,
+    EvolutionResult,
+    FitnessMin,
+    Individual,
+    InitialDraw,
+    LoopState,
+    Selection,
+    rank_safe,
+)
 from evogan.engine.schedules import Constant, Exponential, Schedule, Step, make_schedule
-from evogan.engine.seeding import derive_seed, numpy_generator, torch_generator
+from evogan.engine.seeding import derive_seed, numpy_generator, seeded, torch_generator
 from evogan.engine.strategies import Hybrid, PlusLambda
 
 __all__ = [
+    "ChildDraw",
     "Constant",
     "DifferentiableProblem",
+    "Draw",
     "Evolution",
     "EvolutionResult",
     "Exponential",
@@ -33,10 +40,14 @@ __all__ = [
     "GenerationContext",
     "Hybrid",
     "Individual",
+    "InitialDraw",
+    "LoopState",
+    "ModuleProblem",
     "Observer",
     "PlusLambda",
     "Problem",
     "Schedule",
+    "Selection",
     "Step",
     "Streams",
     "derive_seed",
@@ -47,5 +58,6 @@ __all__ = [
     "point_mutation",
     "rank_safe",
     "replace_mutation",
+    "seeded",
     "torch_generator",
 ]

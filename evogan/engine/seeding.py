@@ -30,4 +30,12 @@ def torch_generator(
 
 
 def numpy_generator(root: int, *keys: int | str) -> np.random.Generator:
+    """A numpy ``Generator`` seeded with :func:`derive_seed`."""
     return np.random.default_rng(derive_seed(root, *keys))
+
+
+def seeded(seed: int) -> torch.Generator:
+    """A ``torch.Generator`` seeded with ``seed`` itself (a draw a lineage names by its seed)."""
+    generator = torch.Generator()
+    generator.manual_seed(int(seed))
+    return generator

@@ -1,4 +1,12 @@
-"""Strategies: the elitist (1+lambda) of the GA study and its Lamarckian hybrid with RMSprop."""
+"""Strategies: the elitist (1+lambda) of the GA study and its Lamarckian hybrid with RMSprop.
+
+One seed scheme, counter-based, so that every candidate can be named by a few numbers (a
+lineage) and rebuilt from them: the initial genomes come from one seed drawn from the ``init``
+stream, and the children of generation ``g`` from the mutation seed ``splitmix(key, g)``,
+where ``key`` is drawn from the ``mutation`` stream when the strategy is built
+(:func:`stream_key`).
+:attr:`~evogan.engine.loop.Evolution.last_draw` says how the last proposal was made.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +15,19 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from evogan.engine.loop import Evolution
-from evogan.engine.operators import draw_seed
+from evogan.engine.loop import Evolution, Streams
+from evogan.engine.operators import draw_seed, splitmix
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, Problem
+from evogan.engine.records import ChildDraw, InitialDraw
+from evogan.engine.seeding import seeded
+
+
+def stream_key(streams: Streams) -> int:
+    """The key of a strategy's child seeds: the mutation stream's second 62-bit draw (the
+    first is passed over), the key the lineages and checkpoints of existing runs name their
+    children by."""
+    draw_seed(streams.mutation)
+    return draw_seed(streams.mutation)
 
 
 class PlusLambda(Evolution):
@@ -29,11 +47,17 @@ class PlusLambda(Evolution):
         super().__init__(problem, **kwargs)
         self.children = children
         self.initial_parents = initial_parents
+        self.stream_key = stream_key(self.streams)
 
     def propose(self, context: GenerationContext) -> Tensor:
         if self.elite is None:
-            return self.problem.initial_genomes(self.initial_parents, self.streams.init)
-        seed = draw_seed(self.streams.mutation)
+            draw = InitialDraw(draw_seed(self.streams.init), self.initial_parents)
+            self.last_draw = draw
+            return self.problem.initial_genomes(draw.count, seeded(draw.seed))
+        self.last_draw = ChildDraw(
+            self.stream_key, self.generation, self.children, context.rate, context.power
+        )
+        seed = splitmix(self.stream_key, self.generation)
         children = self.problem.mutate(self.elite, self.children, seed, context)
         return torch.cat([self.elite.unsqueeze(0), children])
 
@@ -64,20 +88,37 @@ class Hybrid(PlusLambda):
         self._weights: torch.nn.Parameter | None = None
         self._optimizer: torch.optim.Optimizer | None = None
 
-    def refine(self, batch: Any, context: GenerationContext) -> None:
+    def refine(self, batch: Any, context: GenerationContext) -> bool:
         if self.elite is None or batch is None:
-            return
-        if self._weights is None:
-            self._weights = torch.nn.Parameter(self.elite.detach().clone())
-            self._optimizer = torch.optim.RMSprop([self._weights], lr=self.lr)
+            return False
+        optimizer = self._optimizer or self._start_optimizer()
         with torch.no_grad():
             self._weights.copy_(self.elite)
+        before = self.gradient_steps
         for _ in range(self.steps):
-            self._optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)
             loss = self.problem.loss(self._weights, batch)
             if not torch.isfinite(loss):
                 break
             loss.backward()
-            self._optimizer.step()
+            optimizer.step()
             self.gradient_steps += 1
         self.elite = self._weights.detach().clone()
+        return self.gradient_steps != before
+
+    def _start_optimizer(self) -> torch.optim.Optimizer:
+        self._weights = torch.nn.Parameter(self.elite.detach().clone())
+        self._optimizer = torch.optim.RMSprop([self._weights], lr=self.lr)
+        return self._optimizer
+
+    def strategy_state(self) -> dict[str, Any] | None:
+        """The RMSprop state (None before the first refinement) and the steps taken."""
+        if self._optimizer is None:
+            return None
+        return {"optimizer": self._optimizer.state_dict(), "gradient_steps": self.gradient_steps}
+
+    def load_strategy_state(self, state: dict[str, Any]) -> None:
+        if self.elite is None:
+            return
+        self._start_optimizer().load_state_dict(state["optimizer"])
+        self.gradient_steps = int(state["gradient_steps"])

@@ -25,12 +25,12 @@ import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
-from evogan.errors import DataError
 from evogan.engine.operators import splitmix
-from evogan.engine.problem import GenerationContext, Problem
+from evogan.engine.problem import Problem
+from evogan.engine.seeding import seeded
+from evogan.errors import DataError
 
 Step = tuple[int, int, int, int, float, float]
 """``(stream key, generation, children drawn, surviving child, rate, power)``."""
@@ -260,27 +260,6 @@ def _unpack(data: bytes) -> bytes:
         return zlib.decompress(data[1:], -15)
     except zlib.error as exc:
         raise DataError(f"a lineage record is corrupt ({exc}); it is damaged") from None
-
-
-def seeded(seed: int) -> torch.Generator:
-    generator = torch.Generator()
-    generator.manual_seed(int(seed))
-    return generator
-
-
-def mutate_step(
-    problem: Problem,
-    parent: Tensor,
-    key: int,
-    generation: int,
-    count: int,
-    rate: float,
-    power: float,
-) -> Tensor:
-    """The ``count`` children of one mutation step (a replay remakes one of them through
-    :meth:`Problem.replay` from the same seed, ``splitmix(key, generation)``)."""
-    context = GenerationContext(0, 0, rate, power)
-    return problem.mutate(parent, count, splitmix(key, generation), context)
 
 
 class Rebuilder:

@@ -6,6 +6,11 @@ generic over what a migrant is (weight genomes, lineages, architecture records),
 the config; :func:`count_matrix` evaluates it for every island with one shared generator, so in
 ``sync`` mode every island knows who sends to it without asking.
 
+Immigration policies are plain functions ``(candidates, immigrants) -> candidates`` over any
+items (an island passes row numbers): :func:`compete` adds the immigrants to the candidates,
+:func:`replace_last` gives them the places of the last candidates (in a (1+lambda) island the
+untested children), never the first (the elite). :func:`make_policy` picks one by config name.
+
 :class:`Migration` moves pickled payloads between island leaders: ``async`` uses ``isend`` and
 takes only what has arrived (``improbe``), never waiting for a neighbour; ``sync`` exchanges
 along the count matrix of the generation with blocking receives, so runs are reproducible.
@@ -19,13 +24,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evogan.errors import ConfigError
+from evogan.errors import ConfigError, EvoganError
 
 Topology = Callable[[int, int, np.random.Generator], dict[int, int]]
 """``(island, islands, rng) -> {destination island: number of migrants}``."""
+Policy = Callable[[list[Any], list[Any]], list[Any]]
+"""``(candidates, immigrants) -> the candidates of the generation``."""
 
 TOPOLOGIES = ("ring", "random", "full", "matrix")
-POLICIES = ("replace_worst", "compete")
 
 
 def ring(island: int, islands: int, rng: np.random.Generator, k: int = 1) -> dict[int, int]:
@@ -92,6 +98,40 @@ def make_topology(kind: str, k: int = 1, matrix: Sequence[Sequence[int]] | None 
     raise ConfigError(
         f"migration.topology = {kind!r} is not allowed; allowed: {', '.join(TOPOLOGIES)}"
     )
+
+
+def check_matrix(matrix: Sequence[Sequence[int]] | None, islands: int) -> None:
+    """An explicit matrix must have one row per island (checked on every rank at start)."""
+    if matrix is not None and len(matrix) != islands:
+        size = len(matrix)
+        raise EvoganError(
+            f"migration.matrix must be {islands} x {islands} for {islands} islands, got "
+            f"{size} x {size}; give one row per island"
+        )
+
+
+def compete(candidates: list[Any], immigrants: list[Any]) -> list[Any]:
+    """Immigrants join the candidates: the generation grows by their number."""
+    return [*candidates, *immigrants]
+
+
+def replace_last(candidates: list[Any], immigrants: list[Any]) -> list[Any]:
+    """Immigrants take the places of the last candidates, never the first: the generation
+    costs the same."""
+    take = min(len(immigrants), len(candidates) - 1)
+    return [*candidates[: len(candidates) - take], *immigrants[:take]]
+
+
+POLICIES: dict[str, Policy] = {"compete": compete, "replace_worst": replace_last}
+
+
+def make_policy(name: str) -> Policy:
+    """Immigration policy by config name (``compete``, ``replace_worst``)."""
+    if name not in POLICIES:
+        raise ConfigError(
+            f"migration.policy = {name!r} is not allowed; allowed: {', '.join(POLICIES)}"
+        )
+    return POLICIES[name]
 
 
 def count_matrix(topology: Topology, islands: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,40 +1,38 @@
-"""One rank's part in an island run: communicators, migration, stop agreement, checkpoints.
+"""The island runtime: one rank's part in an island run, for every island model (the
+regressor GA, the architecture search's GA).
 
 :class:`IslandSession` splits the world once (world -> islands -> the leaders of all islands),
-builds the island leader's :class:`~evogan.islands.migration.Migration` and
-:class:`~evogan.distributed.signals.StopAgreement`, attaches them to a strategy, picks the
-checkpoint to resume from, and at the end drains migration and gathers every island's result
-on world rank 0. Any problem (rank count, missing checkpoint) is raised on every rank before
-the collective that would otherwise wait for it.
+builds the island leader's :class:`~evogan.distributed.signals.StopAgreement` and, on request,
+its :class:`~evogan.islands.migration.Migration`, picks the checkpoint generation to resume
+from, and at the end agrees the stop, drains migration and gathers every island's report on
+world rank 0. Any problem (rank count, missing checkpoint) is raised on every rank before the
+collective that would otherwise wait for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from mpi4py import MPI
 from torch import Tensor
 
-from evogan.config.islands import CheckpointConfig, IslandsConfig, MigrationConfig
 from evogan.distributed.comm import Layout, split_layout
 from evogan.distributed.signals import StopAgreement, StopFlag
-from evogan.distributed.tags import Tag
-from evogan.errors import EvoganError
-from evogan.islands.state import GrowingParts, island_state, restore_island
-from evogan.islands.island import IslandModel, IslandSettings
-from evogan.islands.migration import Migration, make_topology
 from evogan.engine.problem import (
     DifferentiableProblem,
     GenerationContext,
     MutationStep,
     Problem,
 )
-from evogan.engine.seeding import numpy_generator
+from evogan.errors import EvoganError
+from evogan.islands.migration import Migration, Topology
 from evogan.store import checkpoint as ckpt
+
+Mode = Literal["async", "sync"]
 
 
 class SharedEvaluation(DifferentiableProblem):
@@ -81,48 +79,36 @@ class SharedEvaluation(DifferentiableProblem):
 
 
 class IslandSession:
-    """Communicators and island machinery of this rank; collective to create and to close."""
+    """Communicators and island machinery of this rank; collective to create and to close.
+
+    ``agreement`` is the stop agreement's mode (``sync``: every island stops at the same
+    generation); ``flag`` the stop flag the signal handlers set (a new one by default).
+    """
 
     def __init__(
         self,
         world: MPI.Comm,
-        seed: int,
-        islands: IslandsConfig,
-        migration: MigrationConfig,
-        checkpoint: CheckpointConfig,
+        ranks_per_island: int,
+        *,
+        agreement: Mode = "async",
+        flag: StopFlag | None = None,
     ) -> None:
-        make_topology(migration.topology, migration.k, migration.matrix)  # config errors first
         self.world = world
-        self.seed = seed
-        self.migration_cfg = migration
-        self.checkpoint_cfg = checkpoint
-        self.layout: Layout = split_layout(world, islands.ranks_per_island)
+        self.layout: Layout = split_layout(world, ranks_per_island)
         self.island_index = self.layout.island_index
         self.island_count = self.layout.islands
         self.is_leader = self.layout.island.rank == 0
         self.leaders = world.Split(0 if self.is_leader else MPI.UNDEFINED, key=world.rank)
-        if migration.topology == "matrix" and len(migration.matrix) != self.island_count:
-            size = len(migration.matrix)
-            raise EvoganError(
-                f"migration.matrix must be {self.island_count} x {self.island_count} for "
-                f"{self.island_count} islands, got {size} x {size}; give one row per island"
-            )
-        self.flag = StopFlag()
+        self.flag = flag or StopFlag()
         self.agreement: StopAgreement | None = None
         self.migration: Migration | None = None
         if self.is_leader:
-            self.agreement = StopAgreement(self.leaders, self.flag, migration.mode)
-            if self.island_count > 1:
-                shared = (
-                    ("migration",) if migration.mode == "sync" else ("migration", self.island_index)
-                )
-                self.migration = Migration(
-                    self.leaders,
-                    make_topology(migration.topology, migration.k, migration.matrix),
-                    migration.mode,
-                    numpy_generator(seed, *shared),
-                    int(Tag.MIGRANTS),
-                )
+            self.agreement = StopAgreement(self.leaders, self.flag, agreement)
+
+    @property
+    def island(self) -> MPI.Comm:
+        """The communicator of this island's ranks."""
+        return self.layout.island
 
     @property
     def group(self) -> Any:
@@ -133,47 +119,28 @@ class IslandSession:
         """``problem`` with evaluation shared by the island's ranks (unchanged for one rank)."""
         return problem if self.group is None else SharedEvaluation(problem, self.group)
 
-    def attach(self, strategy: IslandModel, run_path: Path | None) -> None:
-        """Wire ``strategy`` into this session; checkpoints go under ``run_path`` (leader)."""
-        settings = IslandSettings(
-            index=self.island_index,
-            count=self.island_count,
-            interval=self.migration_cfg.interval,
-            k=self.migration_cfg.k,
-            policy=self.migration_cfg.policy,
-            send=self.migration_cfg.send,
-            checkpoint_every=self.checkpoint_cfg.every,
-        )
-        writer = None
-        if self.is_leader and run_path is not None:
-            writer = self._checkpoint_writer(run_path)
-        strategy.setup_island(
-            settings,
-            migration=self.migration,
-            group=self.group,
-            agreement=self.agreement,
-            checkpoint=writer,
-        )
+    def start_migration(
+        self,
+        topology: Topology,
+        mode: Mode,
+        rng: np.random.Generator,
+        tag: int,
+        encode: Callable[[list[Any], int], Any] | None = None,
+        decode: Callable[[Any, int], list[Any]] | None = None,
+    ) -> Migration | None:
+        """The leader's migration (collective over the leaders); None on other ranks and
+        when there is one island. :meth:`finish` closes it."""
+        if self.is_leader and self.island_count > 1:
+            self.migration = Migration(self.leaders, topology, mode, rng, tag, encode, decode)
+        return self.migration
 
-    def _checkpoint_writer(self, run_path: Path) -> Callable[[IslandModel], None]:
-        keep = self.checkpoint_cfg.keep
-        island = self.island_index
-        growing = GrowingParts()
-
-        def write(strategy: IslandModel) -> None:
-            arrays, meta, parts = island_state(strategy, growing)
-            path = ckpt.checkpoint_path(run_path, island, strategy.generation)
-            ckpt.write_checkpoint(path, arrays, meta, parts)
-            ckpt.prune(run_path, island, keep)
-
-        return write
-
-    def resume_generation(self, run_path: Path) -> int:
-        """The checkpoint generation this island resumes from (same on all ranks of it)."""
+    def resume_generation(self, run_path: Path, common: bool) -> int:
+        """The checkpoint generation this island resumes from (same on all ranks of it):
+        with ``common`` the newest one every island has (sync runs), else its own newest."""
         choice: Any = None
         if self.is_leader:
             available = self.leaders.allgather(ckpt.generations(run_path, self.island_index))
-            if self.migration_cfg.mode == "sync":
+            if common:
                 choice = ckpt.common_generation(available)
             else:
                 choice = available[self.island_index][-1] if available[self.island_index] else None
@@ -186,20 +153,23 @@ class IslandSession:
             )
         return int(choice)
 
-    def restore(self, strategy: IslandModel, run_path: Path, generation: int) -> None:
-        path = ckpt.checkpoint_path(run_path, self.island_index, generation)
-        arrays, meta = ckpt.read_checkpoint(path)
-        restore_island(strategy, arrays, meta)
-
-    def finish(self, strategy: IslandModel, stopped: bool) -> tuple[bool, dict[str, int]]:
-        """Agree the end with all islands, drain migration; returns (stopped by anyone,
+    def finish(
+        self, stopped: bool, drain: Callable[[list[Any]], None] | None = None
+    ) -> tuple[bool, dict[str, int]]:
+        """Agree the end with all islands (collective over the world); ``drain`` takes the
+        migrants that arrived meanwhile, the rest counts as late. Returns (stopped by anyone,
         this island's migration counts)."""
         counts: dict[str, int] = {}
         if self.agreement is not None:
             stopped = self.agreement.finish() or stopped
-            self.agreement.close()
         if self.migration is not None:
+            if drain is not None:
+                drain(self.migration.receive())
             counts = self.migration.close().as_dict()
+            self.migration = None
+        if self.agreement is not None:
+            self.agreement.close()
+            self.agreement = None
         if self.group is not None:
             stopped = self.group.bcast(stopped, root=0)
         return stopped, counts

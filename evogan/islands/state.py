@@ -1,24 +1,30 @@
-"""An island's complete state as checkpoint arrays + JSON meta, and back.
+"""An island's complete state: :class:`IslandState` is exactly what a checkpoint writes and
+reads (checkpoint format ``evogan-checkpoint-3``).
 
-Everything a resumed island needs to continue exactly where it stopped: elite (and its
-lineage), hall of fame, logbook and epoch records, all random-stream states (the data stream as
-of the start of the current epoch plus the batches already done in it), migration counters and
-the topology generator, immigrants received but not yet used, and the hybrid's RMSprop state.
+Everything a resumed island needs to continue exactly where it stopped: the strategy's loop
+state (elite, hall of fame, logbook and epoch records, all random-stream states with the data
+stream as of the start of the current epoch plus the batches already done in it, the hybrid's
+RMSprop state), the elite's lineage, immigrants received but not yet used, and the migration
+counters, topology generator and (sync mode) delta-encoding tables. The island builds it from
+public accessors (:meth:`~evogan.islands.island.Island.state`) and restores through them.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from deap import tools
 
-from evogan.islands.island import IslandModel, MigrantBytes
+from evogan.engine.records import LoopState
+from evogan.islands.codec import Immigrant, MigrantBytes, Tables
 from evogan.islands.lineage import Lineage
+from evogan.store import checkpoint as ckpt
 from evogan.store.metrics import to_json
-
-_STREAMS = ("init", "mutation", "data")
 
 
 def _lineage_hex(lineage: Lineage | None) -> str | None:
@@ -29,12 +35,12 @@ def _lineage(text: str | None) -> Lineage | None:
     return None if text is None else Lineage.from_bytes(bytes.fromhex(text))
 
 
-def _tables(tables: dict[int, list[Lineage | None]]) -> dict[str, list[str | None]]:
+def _tables(tables: Tables) -> dict[str, list[str | None]]:
     """Delta-encoding tables (lineages per neighbour) as JSON."""
     return {str(key): [_lineage_hex(x) for x in value] for key, value in tables.items()}
 
 
-def _untables(tables: dict[str, list[str | None]]) -> dict[int, list[Lineage | None]]:
+def _untables(tables: dict[str, list[str | None]]) -> Tables:
     return {int(key): [_lineage(x) for x in value] for key, value in tables.items()}
 
 
@@ -89,62 +95,18 @@ def _logbook_rows(table: np.ndarray, fields: list[str], integers: list[str]) -> 
     return rows
 
 
-def island_state(
-    island: IslandModel, growing: GrowingParts | None = None
-) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, str]]:
-    """``(arrays, meta, meta parts as JSON text)`` of ``island`` after its last finished
-    generation (:func:`~evogan.store.checkpoint.write_checkpoint` takes all three); pass the
-    same ``growing`` each time to convert only what is new since the last checkpoint."""
-    growing = growing or GrowingParts()
-    states = [getattr(island.streams, name).get_state() for name in _STREAMS]
-    logbook, integers = growing.logbook(island.logbook)
-    elite = [] if island.elite is None else [island.elite]
-    members = [member.genome for member in island.hall_of_fame]
-    arrived = [genome for genome, _ in island.immigrants]
-    # few datasets: each costs HDF5 time whatever its size
-    arrays: dict[str, np.ndarray] = {
-        "streams": torch.stack([*states, island.epoch_data_state]).numpy(),
-        "logbook": logbook,
-        "genomes": np.stack([g.numpy() for g in (*elite, *members, *arrived)])
-        if elite or members or arrived
-        else np.zeros((0, 0), dtype=np.float32),
-    }
-    meta: dict[str, Any] = {
-        "island": island.island.index,
-        "islands": island.island.count,
-        "generation": island.generation,
-        "epoch": island.epoch_records[-1]["epoch"] + 1 if island.epoch_records else 0,
-        "batch_in_epoch": island.batch_in_epoch,
-        "elite_fitness": island.elite_fitness,
-        "elite_lineage": _lineage_hex(island.elite_lineage),
-        "evaluations": island.evaluations,
-        "train_seconds": island.train_seconds,
-        "eval_seconds": island.eval_seconds,
-        "hall_of_fame_fitness": [m.fitness.values[0] for m in island.hall_of_fame],
-        "logbook_fields": list(island.logbook.header),
-        "logbook_integers": integers,
-        "genome_rows": {"elite": len(elite), "hall_of_fame": len(members)},
-        "immigrant_lineages": [_lineage_hex(lineage) for _, lineage in island.immigrants],
-        "immigrants_used": island.immigrants_used,
-        "immigrant_wins": island.immigrant_wins,
-        "island_seconds": island.island_seconds,
-        "island_cpu_seconds": island.island_cpu_seconds,
-        "train_cpu_seconds": island.train_cpu_seconds,
-        "loop_seconds": island.loop_seconds,
-        "migrant_bytes": vars(island.migrant_bytes),
-        "migration": None if island.migration is None else island.migration.state(),
-    }
-    if island.migration is not None and island.migration.mode == "sync":  # async: unused
-        meta["sent_lineages"] = _tables(island._sent)
-        meta["known_lineages"] = _tables(island._known)
-    optimizer = getattr(island, "_optimizer", None)
-    if optimizer is not None:
-        saved = optimizer.state_dict()
-        for name, value in saved["state"].get(0, {}).items():
-            arrays[f"optimizer_{name}"] = torch.as_tensor(value).numpy()
-        meta["optimizer_groups"] = saved["param_groups"]
-        meta["gradient_steps"] = island.gradient_steps
-    return arrays, meta, {"epoch_records": growing.epoch_records(island.epoch_records)}
+def _logbook(table: np.ndarray, fields: list[str], integers: list[str]) -> tools.Logbook:
+    logbook = tools.Logbook()
+    logbook.header = fields
+    for values in table.T.tolist():
+        row = {}
+        for field, value in zip(fields, values, strict=True):
+            if math.isnan(value):  # generations whose every fitness was NaN have no statistics
+                row[field] = None
+            else:
+                row[field] = int(value) if field in integers else value
+        logbook.record(**row)
+    return logbook
 
 
 def _number(value: float | None) -> float:
@@ -152,59 +114,158 @@ def _number(value: float | None) -> float:
     return float("inf") if value is None else float(value)
 
 
-def restore_island(
-    island: IslandModel, arrays: dict[str, np.ndarray], meta: dict[str, Any]
-) -> None:
-    """Put ``island`` (freshly built with the same config) into the checkpointed state."""
-    streams = torch.from_numpy(arrays["streams"])
-    for index, name in enumerate(_STREAMS):
-        getattr(island.streams, name).set_state(streams[index].clone())
-    island.epoch_data_state = streams[len(_STREAMS)].clone()
-    genomes = iter(torch.from_numpy(arrays["genomes"]))
-    rows = meta["genome_rows"]
-    island.start_epoch = int(meta["epoch"])
-    island.start_batch = int(meta["batch_in_epoch"])
-    island.batch_in_epoch = island.start_batch
-    island.streams.data.set_state(island.epoch_data_state.clone())
-    island.generation = int(meta["generation"])
-    island.last_checkpoint = island.generation
-    island.elite = next(genomes).clone() if rows["elite"] else None
-    island.elite_fitness = _number(meta["elite_fitness"])
-    island.elite_lineage = _lineage(meta["elite_lineage"])
-    island.evaluations = int(meta["evaluations"])
-    island.train_seconds = float(meta["train_seconds"])
-    island.eval_seconds = float(meta["eval_seconds"])
-    fitness = [_number(value) for value in meta["hall_of_fame_fitness"]]
-    hof = [next(genomes).clone() for _ in range(rows["hall_of_fame"])]
-    island.restore_hall_of_fame(hof, fitness)
-    table = arrays["logbook"]
-    for entry in _logbook_rows(table, meta["logbook_fields"], meta["logbook_integers"]):
-        island.logbook.record(**entry)
-    island.epoch_records = list(meta["epoch_records"])
-    island.immigrants = [
-        (next(genomes).clone(), _lineage(text)) for text in meta["immigrant_lineages"]
-    ]
-    island.immigrants_used = int(meta["immigrants_used"])
-    island.immigrant_wins = int(meta["immigrant_wins"])
-    island.island_seconds = float(meta["island_seconds"])
-    island.island_cpu_seconds = float(meta["island_cpu_seconds"])
-    island.train_cpu_seconds = float(meta["train_cpu_seconds"])
-    island.loop_seconds = float(meta["loop_seconds"])
-    island.migrant_bytes = MigrantBytes(**meta["migrant_bytes"])
-    if island.migration is not None and meta["migration"] is not None:
-        island.migration.restore(meta["migration"])
-        if island.migration.mode == "sync":  # async islands resume apart: both ends start over
-            island._sent = _untables(meta["sent_lineages"])
-            island._known = _untables(meta["known_lineages"])
-    if "optimizer_groups" in meta and island.elite is not None:
-        island._weights = torch.nn.Parameter(island.elite.detach().clone())
-        island._optimizer = torch.optim.RMSprop([island._weights], lr=island.lr)
-        state = {
-            name.removeprefix("optimizer_"): torch.from_numpy(value)
-            for name, value in arrays.items()
-            if name.startswith("optimizer_")
+@dataclass
+class IslandState:
+    """One island's checkpoint; :meth:`to_checkpoint` and :meth:`from_checkpoint` convert."""
+
+    island: int
+    islands: int
+    loop: LoopState
+    elite_lineage: Lineage | None
+    immigrants: list[Immigrant]
+    immigrants_used: int
+    immigrant_wins: int
+    island_seconds: float
+    island_cpu_seconds: float
+    migrant_bytes: MigrantBytes
+    migration: dict[str, Any] | None
+    sent: Tables | None = None
+    """Sync islands only (async islands resume apart: both ends start the deltas over)."""
+    known: Tables | None = None
+
+    def to_checkpoint(
+        self, growing: GrowingParts | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, str]]:
+        """``(arrays, meta, meta parts as JSON text)`` for
+        :func:`~evogan.store.checkpoint.write_checkpoint`; pass the same ``growing`` each time
+        to convert only what is new since the last checkpoint."""
+        growing = growing or GrowingParts()
+        loop = self.loop
+        logbook, integers = growing.logbook(loop.logbook)
+        elite = [] if loop.elite is None else [loop.elite]
+        members = [genome for genome, _ in loop.hall_of_fame]
+        arrived = [genome for genome, _ in self.immigrants]
+        genomes = [g.numpy() for g in (*elite, *members, *arrived)]
+        # few datasets: each costs HDF5 time whatever its size
+        arrays: dict[str, np.ndarray] = {
+            "streams": torch.stack(loop.streams).numpy(),
+            "logbook": logbook,
+            "genomes": np.stack(genomes) if genomes else np.zeros((0, 0), dtype=np.float32),
         }
-        island._optimizer.load_state_dict(
-            {"state": {0: state}, "param_groups": meta["optimizer_groups"]}
+        meta: dict[str, Any] = {
+            "island": self.island,
+            "islands": self.islands,
+            "generation": loop.generation,
+            "epoch": loop.epoch,
+            "batch_in_epoch": loop.batch,
+            "elite_fitness": loop.elite_fitness,
+            "elite_lineage": _lineage_hex(self.elite_lineage),
+            "evaluations": loop.evaluations,
+            "train_seconds": loop.train_seconds,
+            "eval_seconds": loop.eval_seconds,
+            "hall_of_fame_fitness": [fitness for _, fitness in loop.hall_of_fame],
+            "logbook_fields": list(loop.logbook.header),
+            "logbook_integers": integers,
+            "genome_rows": {"elite": len(elite), "hall_of_fame": len(members)},
+            "immigrant_lineages": [_lineage_hex(lineage) for _, lineage in self.immigrants],
+            "immigrants_used": self.immigrants_used,
+            "immigrant_wins": self.immigrant_wins,
+            "island_seconds": self.island_seconds,
+            "island_cpu_seconds": self.island_cpu_seconds,
+            "train_cpu_seconds": loop.train_cpu_seconds,
+            "loop_seconds": loop.loop_seconds,
+            "migrant_bytes": vars(self.migrant_bytes),
+            "migration": self.migration,
+        }
+        if self.sent is not None and self.known is not None:
+            meta["sent_lineages"] = _tables(self.sent)
+            meta["known_lineages"] = _tables(self.known)
+        if loop.strategy is not None:
+            saved = loop.strategy["optimizer"]
+            for name, value in saved["state"].get(0, {}).items():
+                arrays[f"optimizer_{name}"] = torch.as_tensor(value).numpy()
+            meta["optimizer_groups"] = saved["param_groups"]
+            meta["gradient_steps"] = loop.strategy["gradient_steps"]
+        return arrays, meta, {"epoch_records": growing.epoch_records(loop.epoch_records)}
+
+    @classmethod
+    def from_checkpoint(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> IslandState:
+        """The state :meth:`to_checkpoint` wrote (as :func:`~evogan.store.checkpoint.
+        read_checkpoint` returns it)."""
+        streams = list(torch.from_numpy(arrays["streams"]))
+        genomes = iter(torch.from_numpy(arrays["genomes"]))
+        rows = meta["genome_rows"]
+        elite = next(genomes).clone() if rows["elite"] else None
+        fitness = [_number(value) for value in meta["hall_of_fame_fitness"]]
+        hall_of_fame = [(next(genomes).clone(), value) for value in fitness[: rows["hall_of_fame"]]]
+        immigrants = [(next(genomes).clone(), _lineage(t)) for t in meta["immigrant_lineages"]]
+        fields, integers = meta["logbook_fields"], meta["logbook_integers"]
+        loop = LoopState(
+            generation=int(meta["generation"]),
+            epoch=int(meta["epoch"]),
+            batch=int(meta["batch_in_epoch"]),
+            streams=[stream.clone() for stream in streams],
+            elite=elite,
+            elite_fitness=_number(meta["elite_fitness"]),
+            evaluations=int(meta["evaluations"]),
+            train_seconds=float(meta["train_seconds"]),
+            eval_seconds=float(meta["eval_seconds"]),
+            train_cpu_seconds=float(meta["train_cpu_seconds"]),
+            loop_seconds=float(meta["loop_seconds"]),
+            hall_of_fame=hall_of_fame,
+            logbook=_logbook(arrays["logbook"], fields, integers),
+            epoch_records=list(meta["epoch_records"]),
+            strategy=_optimizer(arrays, meta),
         )
-        island.gradient_steps = int(meta["gradient_steps"])
+        return cls(
+            island=int(meta["island"]),
+            islands=int(meta["islands"]),
+            loop=loop,
+            elite_lineage=_lineage(meta["elite_lineage"]),
+            immigrants=immigrants,
+            immigrants_used=int(meta["immigrants_used"]),
+            immigrant_wins=int(meta["immigrant_wins"]),
+            island_seconds=float(meta["island_seconds"]),
+            island_cpu_seconds=float(meta["island_cpu_seconds"]),
+            migrant_bytes=MigrantBytes(**meta["migrant_bytes"]),
+            migration=meta["migration"],
+            sent=_untables(meta["sent_lineages"]) if "sent_lineages" in meta else None,
+            known=_untables(meta["known_lineages"]) if "known_lineages" in meta else None,
+        )
+
+
+def _optimizer(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The hybrid's RMSprop state, as :meth:`~evogan.engine.strategies.Hybrid.strategy_state`
+    gives it (None for other strategies)."""
+    if "optimizer_groups" not in meta:
+        return None
+    state = {
+        name.removeprefix("optimizer_"): torch.from_numpy(value)
+        for name, value in arrays.items()
+        if name.startswith("optimizer_")
+    }
+    optimizer = {"state": {0: state}, "param_groups": meta["optimizer_groups"]}
+    return {"optimizer": optimizer, "gradient_steps": int(meta["gradient_steps"])}
+
+
+class CheckpointWriter:
+    """Writes an island's states under ``run_path`` (``checkpoints/island-NNNN/``), keeping
+    the newest ``keep``."""
+
+    def __init__(self, run_path: str | Path, island: int, keep: int) -> None:
+        self.run_path = Path(run_path)
+        self.island = island
+        self.keep = keep
+        self.growing = GrowingParts()
+
+    def __call__(self, state: IslandState) -> None:
+        arrays, meta, parts = state.to_checkpoint(self.growing)
+        path = ckpt.checkpoint_path(self.run_path, self.island, state.loop.generation)
+        ckpt.write_checkpoint(path, arrays, meta, parts)
+        ckpt.prune(self.run_path, self.island, self.keep)
+
+
+def read_state(run_path: str | Path, island: int, generation: int) -> IslandState:
+    """The state ``island`` checkpointed at ``generation``."""
+    arrays, meta = ckpt.read_checkpoint(ckpt.checkpoint_path(run_path, island, generation))
+    return IslandState.from_checkpoint(arrays, meta)

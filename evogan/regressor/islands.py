@@ -13,32 +13,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.distributed.comm import check_layout, world_comm
 from evogan.distributed.signals import catch_stop_signals
+from evogan.distributed.tags import Tag
+from evogan.engine import numpy_generator
 from evogan.errors import EvoganError, RunStopped
-from evogan.engine import make_schedule
+from evogan.islands.codec import MigrantCodec
+from evogan.islands.island import Island, IslandSettings
+from evogan.islands.migration import check_matrix, make_policy, make_topology
 from evogan.islands.session import IslandSession
-from evogan.islands.island import IslandModel, StopEvolution
-from evogan.islands.migration import make_topology
-from evogan.regressor.problem import RegressorProblem, load_and_check
-from evogan.regressor.evolve import build_strategy, method_name
+from evogan.islands.state import CheckpointWriter, read_state
+from evogan.regressor import island_report as report
+from evogan.regressor.problem import RegressorData, RegressorProblem, load_and_check
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run
-from evogan.store import METRICS, MetricsWriter, RunDir, atomic_write, read_metrics, to_json
+from evogan.regressor.strategy import build_strategy, method_name, schedules
+from evogan.store import MetricsWriter, RunDir
 from evogan.store.manifest import check_resume_layout, write_manifest
-
-ISLANDS = "islands"
-
-
-def island_metrics(run: RunDir, island: int, islands: int) -> Path:
-    """Where an island's metrics go: the run's own file when it is the only island."""
-    if islands == 1:
-        return run.file(METRICS)
-    return run.path / ISLANDS / f"island-{island:04d}" / METRICS
 
 
 def _quiet(line: str) -> None:
@@ -57,7 +51,7 @@ class IslandRun:
 
     def execute(self, run_dir: str | Path | None, resume: bool) -> RunDir:
         cfg, world = self.cfg, self.world
-        make_schedule(cfg.ga.rate_schedule, cfg.ga.mutation_rate, cfg.ga.schedule_milestones)
+        schedules(cfg.ga)
         make_topology(cfg.migration.topology, cfg.migration.k, cfg.migration.matrix)
         check_layout(world.size, cfg.islands.ranks_per_island, None)
         if resume:
@@ -78,8 +72,9 @@ class IslandRun:
             replace_sigma=cfg.ga.replace_sigma,
             eval_block=cfg.ga.eval_block,
         )
-        session = IslandSession(world, cfg.seed, cfg.islands, cfg.migration, cfg.checkpoint)
+        session = IslandSession(world, cfg.islands.ranks_per_island, agreement=cfg.migration.mode)
         try:
+            check_matrix(cfg.migration.matrix, session.island_count)
             # From here a stop signal only sets the flag: the first generation polls it and
             # writes a checkpoint, so a run stopped this early is still resumable.
             with catch_stop_signals(session.flag):
@@ -147,55 +142,44 @@ class IslandRun:
         self,
         session: IslandSession,
         problem: RegressorProblem,
-        test: Any,
+        test: RegressorData,
         run: RunDir,
         resume: bool,
     ) -> RunDir:
         cfg = self.cfg
-        metrics_path = island_metrics(run, session.island_index, session.island_count)
-        generation = session.resume_generation(run.path) if resume else None
-        strategy = build_strategy(
-            cfg,
-            session.problem(problem),
-            island=session.island_index,
-            epoch_report=lambda genome: epoch_test_mape(
-                lambda x: problem.predict(genome, x), test.x, test.y
-            ),
-        )
-        session.attach(strategy, run.path)
+        index = session.island_index
+        metrics_path = report.island_metrics(run, index, session.island_count)
+        sync = cfg.migration.mode == "sync"
+        generation = session.resume_generation(run.path, common=sync) if resume else None
+        island = self._island(session, problem, test, run)
         if generation is not None:
-            session.restore(strategy, run.path, generation)
+            island.load_state(read_state(run.path, index, generation))
             if session.is_leader:
-                _truncate_metrics(metrics_path, generation, strategy.start_epoch)
+                report.truncate_metrics(metrics_path, generation, island.strategy.start_epoch)
             self.announce(f"{self.method}: resumed {run.path} from generation {generation}")
         writer = MetricsWriter(metrics_path) if session.is_leader else None
         if writer is not None:
             stream = sys.stdout if self.rank0 else _Discard()
-            strategy.observers.append(
+            island.strategy.observers.append(
                 Progress(writer, cfg.ga.epochs, cfg.run.progress_every, stream=stream)
             )
-        stopped = False
         try:
-            try:
-                result = strategy.run()
-            except StopEvolution:
-                stopped, result = True, None  # no result yet when stopped in generation 0
-            strategy.save_checkpoint()
-            stopped, counts = session.finish(strategy, stopped)
+            result = island.run()
+            stopped, counts = session.finish(island.stopped)
         finally:
             if writer is not None:
                 writer.close()
         if stopped:
             why = session.flag.signal_name or "a signal on another rank"
             self.announce(
-                f"{self.method}: stopped by {why} after generation {strategy.generation}; "
-                f"checkpoints are in {run.path}/checkpoints"
+                f"{self.method}: stopped by {why} after generation "
+                f"{island.strategy.generation}; checkpoints are in {run.path}/checkpoints"
             )
             launch = f"mpirun -n {self.world.size} " if self.world.size > 1 else ""
             raise RunStopped(f"{launch}evogan evolve --resume {run.path}")
-        reports = session.gather(self._report(strategy, result, counts))
+        reports = session.gather(report.island_report(island, result, counts))
         if reports is not None:
-            summary = self._summarise(run, problem, test, reports, session)
+            summary = self._summarise(run, problem, test, reports, session.island_count)
             self.announce(
                 f"{self.method}: test MAPE {summary['test_mape']:.4f} after "
                 f"{summary['generations']} generations ({summary['train_seconds']:.1f} s, "
@@ -203,90 +187,74 @@ class IslandRun:
             )
         return run
 
-    def _report(self, strategy: IslandModel, result: Any, counts: dict[str, int]) -> dict[str, Any]:
-        lineage = strategy.elite_lineage
-        return {
-            "island": strategy.island.index,
-            "best": result.best.detach().cpu().numpy(),
-            "best_fitness": result.best_fitness,
-            "elite_fitness": result.elite_fitness,
-            "generations": result.generations,
-            "evaluations": result.evaluations,
-            "train_seconds": result.train_seconds,
-            "eval_seconds": result.eval_seconds,
-            "wall_seconds": result.wall_seconds,
-            "loop_seconds": result.loop_seconds,
-            "epochs": result.epochs,
-            "migration": counts,
-            "migrant_bytes": strategy.migrant_bytes.summary(),
-            "immigrants_used": strategy.immigrants_used,
-            "immigrant_wins": strategy.immigrant_wins,
-            "island_seconds": strategy.island_seconds,
-            "island_cpu_seconds_share": strategy.island_cpu_seconds
-            / max(strategy.train_cpu_seconds, 1e-12),
-            "elite_lineage_bytes": None if lineage is None else len(lineage.to_bytes()),
-            "elite_lineage_mutations": None if lineage is None else len(lineage),
-            "gradient_steps": getattr(strategy, "gradient_steps", None),
-        }
+    def _island(
+        self, session: IslandSession, problem: RegressorProblem, test: RegressorData, run: RunDir
+    ) -> Island:
+        """This rank's island: the configured strategy wrapped with the session's machinery."""
+        cfg, mig, index = self.cfg, self.cfg.migration, session.island_index
+        shared = session.problem(problem)
+        strategy = build_strategy(
+            cfg,
+            shared,
+            island=index,
+            epoch_report=lambda genome: epoch_test_mape(
+                lambda x: problem.predict(genome, x), test.x, test.y
+            ),
+        )
+        codec = MigrantCodec(shared, mig.send)
+        keys = ("migration",) if mig.mode == "sync" else ("migration", index)
+        migration = session.start_migration(
+            make_topology(mig.topology, mig.k, mig.matrix),
+            mig.mode,
+            numpy_generator(cfg.seed, *keys),
+            int(Tag.MIGRANTS),
+            codec.encode,
+            codec.decode,
+        )
+        settings = IslandSettings(
+            index=index,
+            count=session.island_count,
+            interval=mig.interval,
+            k=mig.k,
+            checkpoint_every=cfg.checkpoint.every,
+        )
+        writer = CheckpointWriter(run.path, index, cfg.checkpoint.keep)
+        return Island(
+            strategy,
+            settings,
+            policy=make_policy(mig.policy),
+            codec=codec,
+            migration=migration,
+            group=session.group,
+            agreement=session.agreement,
+            checkpoint=writer if session.is_leader else None,
+        )
 
     def _summarise(
         self,
         run: RunDir,
         problem: RegressorProblem,
-        test: Any,
+        test: RegressorData,
         reports: list[dict[str, Any]],
-        session: IslandSession,
+        islands: int,
     ) -> dict[str, Any]:
         cfg = self.cfg
-        best = min(reports, key=lambda r: (_finite(r["best_fitness"]), r["island"]))
+        best = report.best_report(reports)
         genome = torch.from_numpy(best["best"])
-        if session.island_count > 1:
-            _write_global_epochs(run, reports)
-        migrants = [r["migrant_bytes"] for r in reports if r["migrant_bytes"]["migrants"]]
+        if islands > 1:
+            report.write_global_epochs(run, reports)
         extra = {
-            "eval_seconds": max(r["eval_seconds"] for r in reports),
-            "eval_share": sum(r["eval_seconds"] for r in reports)
-            / max(sum(r["train_seconds"] for r in reports), 1e-12),
-            "eval_share_of_loop": sum(r["eval_seconds"] for r in reports)
-            / max(sum(r["loop_seconds"] for r in reports), 1e-12),
+            **report.time_fields(reports),
             "train_events": len(problem.train),
             "test_events": len(test),
             "final_elite_fitness": best["elite_fitness"],
-            "islands": session.island_count,
+            "islands": islands,
             "ranks": self.world.size,
             "ranks_per_island": cfg.islands.ranks_per_island,
             "best_island": best["island"],
             "evaluations_total": sum(r["evaluations"] for r in reports),
             "migration_mode": cfg.migration.mode,
-            "migrations_sent": sum(r["migration"].get("messages_sent", 0) for r in reports),
-            "migrations_received": sum(r["migration"].get("messages_received", 0) for r in reports),
-            "migrants_sent": sum(r["migration"].get("migrants_sent", 0) for r in reports),
-            "migrants_received": sum(r["migration"].get("migrants_received", 0) for r in reports),
-            "migrations_late": sum(r["migration"].get("late", 0) for r in reports),
-            "immigrants_used": sum(r["immigrants_used"] for r in reports),
-            "immigrant_wins": sum(r["immigrant_wins"] for r in reports),
-            "island_seconds": max(r["island_seconds"] for r in reports),
-            "island_seconds_share": max(
-                r["island_seconds"] / max(r["train_seconds"], 1e-12) for r in reports
-            ),
-            "island_cpu_seconds_share": max(r["island_cpu_seconds_share"] for r in reports),
-            "bytes_per_migrant": _bytes_per_migrant(migrants, reports, problem.layout.size),
-            "per_island": [
-                {
-                    key: r[key]
-                    for key in (
-                        "island",
-                        "best_fitness",
-                        "generations",
-                        "evaluations",
-                        "train_seconds",
-                        "wall_seconds",
-                        "immigrants_used",
-                        "immigrant_wins",
-                    )
-                }
-                for r in sorted(reports, key=lambda r: r["island"])
-            ],
+            **report.migration_fields(reports, problem.layout.size),
         }
         if best["gradient_steps"] is not None:
             extra["gradient_steps"] = best["gradient_steps"]
@@ -320,52 +288,3 @@ class _Discard:
 
     def flush(self) -> None:
         return None
-
-
-def _finite(value: float | None) -> float:
-    return float("inf") if value is None or not np.isfinite(value) else float(value)
-
-
-def _bytes_per_migrant(
-    migrants: list[dict[str, Any]], reports: list[dict[str, Any]], size: int
-) -> dict[str, Any]:
-    """Mean bytes per migrant as raw weights and as actually sent (lineage deltas), and the
-    whole lineage of the islands' final elites (what a migrant would cost with no delta)."""
-    weights = 4 * size
-    count = sum(m["migrants"] for m in migrants)
-    whole = [r["elite_lineage_bytes"] for r in reports if r["elite_lineage_bytes"] is not None]
-    return {
-        "weights": weights,
-        "lineage": sum(whole) / len(whole) if whole else None,
-        "sent": sum(m["sent"] * m["migrants"] for m in migrants) / count if count else None,
-        "migrants": count,
-    }
-
-
-def _write_global_epochs(run: RunDir, reports: list[dict[str, Any]]) -> None:
-    """The run's metrics.jsonl for several islands: per epoch, the record of the island with
-    the best reference fitness (its ``island`` field says which)."""
-    lines = []
-    epochs = max(len(r["epochs"]) for r in reports)
-    for index in range(epochs):
-        rows = [
-            {**r["epochs"][index], "island": r["island"]}
-            for r in reports
-            if index < len(r["epochs"])
-        ]
-        lines.append(min(rows, key=lambda row: _finite(row.get("reference_fitness"))))
-    run.write_text(METRICS, "".join(to_json(line) + "\n" for line in lines))
-
-
-def _truncate_metrics(path: Path, generation: int, epoch: int) -> None:
-    """Drop the records written after the checkpoint a resumed island restarts from
-    (generations from ``generation`` on, epochs from ``epoch`` on)."""
-    if not path.is_file():
-        return
-    kept = [
-        record
-        for record in read_metrics(path)
-        if (record.get("kind") == "epoch" and record["epoch"] < epoch)
-        or (record.get("kind") == "generation" and record["generation"] < generation)
-    ]
-    atomic_write(path, "".join(to_json(record) + "\n" for record in kept))

@@ -15,9 +15,9 @@ import torch
 from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
-from evogan.errors import ConfigError
 from evogan.engine.operators import point_mutation, point_replay, replace_mutation
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, MutationStep
+from evogan.errors import ConfigError
 from evogan.regressor.network import (
     RegressorLayout,
     batched_predict,

@@ -1,10 +1,11 @@
 """GA backend: islands of rank groups, each running a (mu + lambda) GA over architectures.
 
 An island is ``ranks_per_group`` consecutive ranks that train every candidate together; its
-leader owns the population. Islands never wait for each other: migrants (genomes with their
-evaluations, so they are never trained twice) travel with :class:`evogan.islands.migration.
-Migration` in ``async`` mode, and SIGTERM is agreed among the leaders with
-:class:`evogan.distributed.signals.StopAgreement` without blocking. Each island writes its state
+leader owns the population. The island runtime is :class:`evogan.islands.session.
+IslandSession` (communicators, stop agreement, migration set-up), as for the regressor GA.
+Islands never wait for each other: migrants (genomes with their evaluations, so they are never
+trained twice) travel in ``async`` mode, and SIGTERM is agreed among the leaders without
+blocking. Each island writes its state
 after every generation; a resumed island regenerates the interrupted generation from the saved
 random state and takes the candidates the table already holds instead of training them.
 """
@@ -17,11 +18,11 @@ from typing import Any
 from deap import base, creator, tools
 from mpi4py import MPI
 
-from evogan.distributed.comm import split_layout
-from evogan.distributed.signals import StopAgreement, StopFlag
+from evogan.distributed.signals import StopFlag
 from evogan.distributed.tags import Tag
-from evogan.islands.migration import Migration, best_first, make_topology, replace_worst
 from evogan.engine.seeding import numpy_generator
+from evogan.islands.migration import best_first, make_topology, replace_worst
+from evogan.islands.session import IslandSession
 from evogan.search.campaign import worst_for_null
 from evogan.search.follow import follow_candidates
 from evogan.search.scheduler import Session, refused_row, run_job
@@ -246,34 +247,25 @@ def run_ga(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
     """Run this rank's island to its quota; returns whether a stop signal ended it early."""
     config = session.config
     _ensure_deap_types(1 + int(config.fitness.second_objective != "none"))
-    layout = split_layout(world, config.ranks_per_group, None)
-    island, index = layout.island, layout.island_index
-    islands = layout.islands
-    quota = config.candidates // islands + int(index < config.candidates % islands)
-    leaders = world.Split(0 if island.rank == 0 else MPI.UNDEFINED, key=world.rank)
+    islands = IslandSession(world, config.ranks_per_group, agreement="async", flag=flag)
+    index, count = islands.island_index, islands.island_count
+    quota = config.candidates // count + int(index < config.candidates % count)
     session.group = index
-    stopped = False
-    with follow_candidates(session.campaign, config.candidates, show=world.rank == 0):
-        if island.rank == 0:
-            stopped = _lead_island(session, island, leaders, index, quota, flag)
-            leaders.Free()
-        else:
-            while (job := island.bcast(None, root=0)) is not None:
-                run_job(session, island, job)
-        stopped = bool(world.allreduce(stopped, op=MPI.LOR))
-    layout.free()
+    try:
+        with follow_candidates(session.campaign, config.candidates, show=world.rank == 0):
+            if islands.is_leader:
+                stopped = _lead_island(session, islands, quota)
+            else:
+                while (job := islands.island.bcast(None, root=0)) is not None:
+                    run_job(session, islands.island, job)
+                stopped, _ = islands.finish(False)
+    finally:
+        islands.close()
     return stopped
 
 
-def _lead_island(
-    session: Session,
-    island: MPI.Comm,
-    leaders: MPI.Comm,
-    index: int,
-    quota: int,
-    flag: StopFlag,
-) -> bool:
-    config = session.config
+def _lead_island(session: Session, islands: IslandSession, quota: int) -> bool:
+    config, index = session.config, islands.island_index
     writer = f"island-{index:03d}"
     finished = session.campaign.finished()
 
@@ -286,7 +278,7 @@ def _lead_island(
     if mig.migrants > 0:
         rng = numpy_generator(config.seed, "search", "migration", index)
         topology = make_topology(mig.topology, mig.migrants)
-        migration = Migration(leaders, topology, "async", rng, int(Tag.SEARCH_MIGRANT))
+        migration = islands.start_migration(topology, "async", rng, int(Tag.SEARCH_MIGRANT))
 
     def migrate(ga: IslandGA) -> None:
         if migration is not None and ga.generation % mig.every == 0:
@@ -295,20 +287,15 @@ def _lead_island(
 
     ga = IslandGA(session, index, quota, migrate)
     ga.restore()
-    agreement = StopAgreement(leaders, flag, "async")
-    while not agreement.poll():
+    while not islands.agreement.poll():
         job = ga.ask(finished, record)
         if job is None:
             break
-        island.bcast(job, root=0)
-        row = run_job(session, island, job)
+        islands.island.bcast(job, root=0)
+        row = run_job(session, islands.island, job)
         row["genome_full"] = job["genome"]
         record(row)
         ga.tell(row)
-    island.bcast(None, root=0)
-    stopped = agreement.finish() if not agreement.stopped else True
-    if migration is not None:
-        ga.immigrate(migration.receive())
-        migration.close()
-    agreement.close()
+    islands.island.bcast(None, root=0)
+    stopped, _ = islands.finish(False, drain=ga.immigrate)
     return stopped

@@ -11,8 +11,8 @@ import time
 
 from evogan.config import load_config
 from evogan.distributed import guard, world_comm
-from evogan.problems.regressor import RegressorProblem
-from evogan.problems.regressor_evolve import evolve_regressor
+from evogan.regressor.evolve import evolve_regressor
+from evogan.regressor.problem import RegressorProblem
 
 
 def main() -> None:

@@ -1,0 +1,51 @@
+"""The configured GA strategy of a regressor run: (1+lambda) or its RMSprop hybrid, with the
+mutation rate and power schedules built from the ``ga`` config section."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from evogan.config.regressor import GAConfig, RegressorConfig
+from evogan.engine import Hybrid, Observer, PlusLambda, Schedule, Streams, make_schedule
+from evogan.engine.problem import Problem
+
+
+def schedules(ga: GAConfig) -> tuple[Schedule, Schedule]:
+    """The mutation rate and power schedules of ``ga`` (checks the milestones)."""
+    shape = (ga.schedule_milestones, ga.schedule_factor, ga.schedule_gamma)
+    rate = make_schedule(ga.rate_schedule, ga.mutation_rate, *shape)
+    power = make_schedule(ga.power_schedule, ga.mutation_power, *shape)
+    return rate, power
+
+
+def build_strategy(
+    cfg: RegressorConfig,
+    problem: Problem,
+    *,
+    island: int = 0,
+    observers: Iterable[Observer] = (),
+    epoch_report: Callable[..., dict[str, Any]] | None = None,
+) -> PlusLambda:
+    """The configured strategy, with random streams derived from (seed, island)."""
+    ga = cfg.ga
+    rate, power = schedules(ga)
+    common: dict[str, Any] = {
+        "children": ga.children,
+        "initial_parents": ga.initial_parents,
+        "epochs": ga.epochs,
+        "streams": Streams.derive(cfg.seed, island),
+        "rate": rate,
+        "power": power,
+        "hall_of_fame": ga.hall_of_fame,
+        "observers": observers,
+        "epoch_report": epoch_report,
+    }
+    if ga.strategy == "hybrid":
+        return Hybrid(problem, steps=ga.hybrid_steps, lr=ga.hybrid_lr, **common)
+    return PlusLambda(problem, **common)
+
+
+def method_name(cfg: RegressorConfig) -> str:
+    """The run's method as run directories and summaries name it."""
+    return "hybrid" if cfg.ga.strategy == "hybrid" else "ga"
