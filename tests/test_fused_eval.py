@@ -7,8 +7,8 @@ import torch
 
 from evogan import native
 from evogan.config.regressor import RegressorModelConfig
-from evogan.models import fused_eval
-from evogan.models.regressor import (
+from evogan.regressor import fused_eval
+from evogan.regressor.network import (
     RegressorLayout,
     RegressorNet,
     batched_predict,
@@ -189,7 +189,7 @@ def test_input_of_another_shape_is_refused_before_any_kernel_runs() -> None:
 @needs_compiler
 def test_kernel_sums_equal_torch_path_sums_per_filter() -> None:
     """The two paths agree filter by filter, not only after the sum over filters."""
-    from evogan.models.regressor import _fused_predict, _torch_predict
+    from evogan.regressor.network import _fused_predict, _torch_predict
 
     layout = _layout()
     weights, x = _draw(layout, 9, 5, seed=7)

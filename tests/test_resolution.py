@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evogan.problems.resolution import (
+from evogan.regressor.resolution import (
     MIN_EVENTS,
     bin_edges,
     energy_response,

@@ -117,7 +117,7 @@ def test_growing_checkpoint_parts_convert_only_new_rows_and_match_a_fresh_conver
 
     from deap import tools
 
-    from evogan.evolution.island_state import GrowingParts
+    from evogan.islands.state import GrowingParts
 
     logbook, records = tools.Logbook(), []
     logbook.header = ["generation", "best"]
