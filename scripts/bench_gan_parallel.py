@@ -25,8 +25,9 @@ from mpi4py import MPI
 
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed import guard, split_layout, world_comm
+from evogan.gan3d.parallel import build_parallel_step
+from evogan.gan3d.setup import share_cores
 from evogan.gan3d.spec import GanSpec, load_spec
-from evogan.gan3d.trainer import build_parallel_step, share_cores
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {

@@ -43,11 +43,13 @@ class ParallelConfig(StrictModel):
     @model_validator(mode="after")
     def _mode_options(self) -> ParallelConfig:
         if self.mode == "sync" and self.rma:
-            raise ValueError("rma = true needs mode = 'arar' (sync mode uses all-reduce)")
+            raise ConfigError(
+                "trainer.rma = true needs trainer.mode = 'arar' (sync mode uses all-reduce)"
+            )
         if self.mode == "sync" and self.group_size is not None:
-            raise ValueError(
-                f"group_size applies to mode = 'arar' only, got group_size = {self.group_size!r} "
-                "with mode = 'sync'"
+            raise ConfigError(
+                f"trainer.group_size applies to trainer.mode = 'arar' only, got "
+                f"trainer.group_size = {self.group_size!r} with trainer.mode = 'sync'"
             )
         if self.validate_every is not None and self.validate_every > self.epochs:
             raise ConfigError(
@@ -59,4 +61,5 @@ class ParallelConfig(StrictModel):
 
     @property
     def validates(self) -> bool:
+        """Whether the training scores its generator on held-out showers as it goes."""
         return self.validate_every is not None or self.validate_every_seconds is not None

@@ -21,18 +21,20 @@ VALIDATE = 2
 
 
 class Cadence:
-    """Stop agreement plus rank 0's wall-clock timers, decided the same way on every rank."""
+    """Stop agreement plus rank 0's wall-clock timers, decided the same way on every rank.
+
+    ``lockstep``: the ranks agree after every step (sync mode); otherwise without waiting."""
 
     def __init__(
         self,
         world: Any,
         flag: StopFlag,
-        mode: str,
+        lockstep: bool,
         checkpoint_seconds: float | None,
         validate_seconds: float | None,
     ) -> None:
         self.world = world
-        self.sync = mode == "sync"
+        self.sync = lockstep
         self.agreement = StopAgreement(world, flag, "sync" if self.sync else "async")
         self.lead = world.rank == 0
         self.every = {CHECKPOINT: checkpoint_seconds or None, VALIDATE: validate_seconds}

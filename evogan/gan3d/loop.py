@@ -14,25 +14,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.gan import Gan3dConfig
+from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout
 from evogan.engine.seeding import numpy_generator
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.cadence import CHECKPOINT, VALIDATE, Cadence
+from evogan.gan3d.parallel import Mode, ParallelGanStep
+from evogan.gan3d.validation import TrainingValidation
 from evogan.progress import progress
 from evogan.store import MetricsWriter, RunDir
 
 LEARNING_CURVE = "learning_curve.png"
-
-if TYPE_CHECKING:
-    from evogan.gan3d.trainer import ParallelGanStep
-    from evogan.gan3d.validation import TrainingValidation
 
 # A rank's shard is read once and kept in memory when it is at most this large.
 CACHE_BYTES = 2 << 30
@@ -87,27 +85,8 @@ def iter_batches(
         ecal, energy, theta = ecal[usable:], energy[usable:], theta[usable:]
 
 
-def rank_state(parallel: ParallelGanStep) -> ckpt.RankState:
-    step = parallel.step
-    return ckpt.RankState(
-        step.generator,
-        step.discriminator,
-        step.g_optimizer,
-        step.d_optimizer,
-        step.rng,
-        float_buffers(parallel),
-    )
-
-
-def float_buffers(parallel: ParallelGanStep) -> list[torch.Tensor]:
-    """Batch-norm running statistics: they drift apart per rank in sync mode (each rank sees
-    its own batches); checkpoints keep every rank's, saved models their mean."""
-    modules = (parallel.step.generator, parallel.step.discriminator)
-    return [b for m in modules for b in m.buffers() if b.is_floating_point()]
-
-
 def save_checkpoint(
-    config: Gan3dConfig,
+    mode: Mode,
     world: MPI.Comm,
     run: RunDir,
     parallel: ParallelGanStep,
@@ -117,21 +96,22 @@ def save_checkpoint(
 ) -> None:
     """Collective: every rank (sync: rank 0, with every rank's buffers and position) writes,
     then the checkpoint ``serial`` is committed; the training state is left untouched."""
-    sync = config.trainer.mode == "sync"
-    mine = ([b.detach().clone() for b in float_buffers(parallel)], position.own())
+    sync = mode.replicas
+    mine = ([b.detach().clone() for b in parallel.float_buffers()], position.own())
     extras = world.gather(mine, root=0) if sync else [mine]
-    meta = {"world_size": world.size, "mode": config.trainer.mode, "serial": serial}
+    meta = {"world_size": world.size, "mode": mode.name, "serial": serial}
     if world.rank == 0 or not sync:
         ranks = range(world.size) if sync else [world.rank]
         own = dict(zip(ranks, extras, strict=True))
         name = ckpt.rank_file(serial, world.rank)
-        ckpt.save_rank(run, name, rank_state(parallel), own, {**meta, "rank": world.rank})
+        ckpt.save_rank(run, name, parallel.rank_state(), own, {**meta, "rank": world.rank})
     files = [ckpt.rank_file(serial, r) for r in range(1 if sync else world.size)]
     lead = {"epoch": position.epoch, "step": position.step, **extra}
     ckpt.commit(run, world, files, {**meta, **lead})
 
 
-def _chunk_source(shard: Any, chunk_events: int) -> Callable[[], Iterator[Any]]:
+def chunk_source(shard: Any, chunk_events: int) -> Callable[[], Iterator[Any]]:
+    """The shard's chunks, from memory when the shard is small enough to keep there."""
     event_bytes = 4 * int(np.prod(shard.shape))
     if len(shard) * event_bytes <= CACHE_BYTES:
         cached = shard.read()
@@ -181,56 +161,67 @@ def draw_learning_curve(run: RunDir) -> None:
 
 
 class EpochLoop:
-    """Trains epochs up to ``trainer.epochs`` from a :class:`Position` (collective)."""
+    """Trains epochs from a :class:`Position` up to a target epoch (collective); one loop
+    serves every :meth:`run_epochs` call of a training, so its checkpoint serial, cadence and
+    validation state carry over from call to call."""
 
     def __init__(
         self,
-        config: Gan3dConfig,
+        settings: ParallelConfig,
+        mode: Mode,
+        seed: int,
+        checkpoint_every: int,
         layout: Layout,
         parallel: ParallelGanStep,
         run: RunDir,
-        shard: Any,
+        chunks: Callable[[], Iterator[Any]],
         shape: tuple[int, int],
         cadence: Cadence,
         validation: TrainingValidation | None,
         serial: int,
     ) -> None:
-        self.config, self.world, self.parallel, self.run = config, layout.world, parallel, run
+        self.settings, self.mode, self.seed = settings, mode, seed
+        self.checkpoint_every = checkpoint_every
+        self.world, self.parallel, self.run, self.chunks = layout.world, parallel, run, chunks
         self.batch, self.steps = shape
         self.cadence, self.validation, self.serial = cadence, validation, serial
         self.lead = self.world.rank == 0
-        self.chunks = _chunk_source(shard, config.data.chunk_events)
-        self.metrics = MetricsWriter(run.file("metrics.jsonl")) if self.lead else None
+        self.metrics: MetricsWriter | None = None
         self.records: list[dict[str, Any]] = []
         self.validated = -1  # global step of the last validation
         self.started = time.monotonic()
+        self.target = 0
 
-    def run_epochs(self, position: Position, on_step: Callable[[StepInfo], None] | None) -> Outcome:
-        """Train until ``trainer.epochs`` or an agreed stop (checkpointed before returning)."""
-        epochs = self.config.trainer.epochs
+    def run_epochs(
+        self, position: Position, target: int, on_step: Callable[[StepInfo], None] | None
+    ) -> Outcome:
+        """Train until epoch ``target`` or an agreed stop (checkpointed before returning)."""
+        self.target = target
         self.started = time.monotonic() - position.elapsed
-        total = (epochs - position.epoch) * self.steps - position.step
+        total = (target - position.epoch) * self.steps - position.step
+        if self.lead:
+            self.metrics = MetricsWriter(self.run.file("metrics.jsonl"))
         try:
             with progress("train", total=total, unit="steps", show=self.lead) as task:
-                while position.epoch < epochs:
+                while position.epoch < target:
                     if not self._epoch(position, on_step, task):
                         self._stop(position)
                         return Outcome(self.records, True, position)
-            if self.validation is not None and self.validated != epochs * self.steps:
+            if self.validation is not None and self.validated != target * self.steps:
                 self._validate(position)
         finally:
             if self.metrics is not None:
                 self.metrics.close()
+                self.metrics = None
         return Outcome(self.records, False, position)
 
     def _epoch(self, pos: Position, on_step: Callable[[StepInfo], None] | None, task) -> bool:
         """One epoch from ``pos`` (its steps, then the epoch end); False on an agreed stop."""
-        config, rank, epoch = self.config, self.world.rank, pos.epoch
-        trainer = config.trainer
-        shuffle = numpy_generator(config.seed, "gan3d", "batches", rank, epoch)
-        outer = (epoch + 1) % trainer.outer_every == 0
+        settings, rank, epoch = self.settings, self.world.rank, pos.epoch
+        shuffle = numpy_generator(self.seed, "gan3d", "batches", rank, epoch)
+        outer = (epoch + 1) % settings.outer_every == 0
         batches = iter_batches(
-            self.chunks, self.batch, self.steps, shuffle if trainer.shuffle else None
+            self.chunks, self.batch, self.steps, shuffle if settings.shuffle else None
         )
         for index, (ecal, energy, theta) in enumerate(batches):
             if index < pos.step:  # done before the checkpoint this run resumed from
@@ -248,7 +239,7 @@ class EpochLoop:
             for key, value in figures.items():
                 pos.sums[key] = pos.sums.get(key, 0.0) + value
             pos.step = index + 1
-            note = f"epoch {epoch + 1}/{trainer.epochs}, d_loss {figures['d_loss']:.3g}"
+            note = f"epoch {epoch + 1}/{self.target}, d_loss {figures['d_loss']:.3g}"
             task.advance(1, note=f"{note}, g_loss {figures['g_loss']:.3g}")
             stop, actions = self.cadence.after_step()
             if stop:
@@ -258,11 +249,11 @@ class EpochLoop:
         if stop:
             return False
         self._end_epoch(pos)
-        every = trainer.validate_every
+        every = settings.validate_every
         if every is not None and pos.epoch % every == 0:
             actions |= VALIDATE
-        last = pos.epoch == trainer.epochs
-        if pos.epoch % config.checkpoint.every_epochs == 0 or last:
+        last = pos.epoch == self.target
+        if pos.epoch % self.checkpoint_every == 0 or last:
             actions |= CHECKPOINT
         self._act(actions, pos)
         return True
@@ -276,9 +267,7 @@ class EpochLoop:
             "comm_s": sums.pop("comm_s"),
             "step_s": sums.pop("step_s"),
             "losses": {key: value / steps for key, value in sums.items()},
-            "received": self.parallel.g_exchange.stats.received
-            if self.config.trainer.mode == "arar"
-            else None,
+            "received": self.mode.received(self.parallel),
         }
         gathered = self.world.gather(mine, root=0)
         epoch = pos.epoch
@@ -290,7 +279,7 @@ class EpochLoop:
         self.metrics.write(record)
         self.records.append(record)
         print(
-            f"epoch {epoch + 1}/{self.config.trainer.epochs}: d_loss {record['d_loss']:.4g} "
+            f"epoch {epoch + 1}/{self.target}: d_loss {record['d_loss']:.4g} "
             f"g_loss {record['g_loss']:.4g}, {record['samples_per_s']:.1f} samples/s on "
             f"{self.world.size} rank(s), {100 * record['comm_share']:.1f}% of step time in "
             "communication",
@@ -324,7 +313,7 @@ class EpochLoop:
         self._elapsed(pos)
         best = self.validation.best if self.validation is not None else None
         save_checkpoint(
-            self.config, self.world, self.run, self.parallel, pos, self.serial, {"best": best}
+            self.mode, self.world, self.run, self.parallel, pos, self.serial, {"best": best}
         )
         self.serial += 1
         self.cadence.done(CHECKPOINT)
@@ -342,30 +331,3 @@ class EpochLoop:
                     "signal": self.cadence.signal_name,
                 }
             )
-
-
-def summary(
-    config: Gan3dConfig, world: MPI.Comm, start: Position, shape: tuple[int, int], records: list
-) -> dict[str, Any]:
-    """The run's ``summary.json`` (complete on rank 0)."""
-    trainer = config.trainer
-    batch, steps = shape
-    wall = sum(r["wall_s"] for r in records)
-    samples = sum(r["samples"] for r in records)
-    last = records[-1] if records else {}
-    return {
-        "task": "gan3d",
-        "mode": trainer.mode,
-        "rma": trainer.rma,
-        "group_size": trainer.group_size,
-        "outer_every": trainer.outer_every,
-        "ranks": world.size,
-        "epochs_done": trainer.epochs,
-        "resumed_from_epoch": start.epoch,
-        "resumed_from_step": start.step,
-        "steps_per_epoch": steps,
-        "batch_per_rank": batch,
-        "samples_per_s": samples / wall if wall > 0 else 0.0,
-        "comm_share": float(np.mean([r["comm_share"] for r in records])) if records else 0.0,
-        "final": {k: v for k, v in last.items() if k.startswith(("d_", "g_"))},
-    }

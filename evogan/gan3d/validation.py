@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.gan import Gan3dConfig
 from evogan.engine.seeding import torch_generator
 from evogan.gan3d.data_parallel import average_tensors
 from evogan.gan3d.model_file import save_generator
 from evogan.gan3d.networks import Generator
+from evogan.gan3d.spec import GanSpec
 from evogan.progress import progress
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir
 
@@ -34,11 +34,11 @@ def generator_buffers(generator: torch.nn.Module) -> list[torch.Tensor]:
     return [b for b in generator.buffers() if b.is_floating_point()]
 
 
-def averaged_generator(world: MPI.Comm, generator: Generator, sync: bool) -> Generator | None:
-    """Collective: rank 0 gets a copy of its generator, in sync mode with the batch-norm
-    statistics averaged over ranks; other ranks get None."""
+def averaged_generator(world: MPI.Comm, generator: Generator, replicas: bool) -> Generator | None:
+    """Collective: rank 0 gets a copy of its generator, for replicas (sync mode) with the
+    batch-norm statistics averaged over ranks; other ranks get None."""
     buffers = generator_buffers(generator)
-    if sync:
+    if replicas:
         buffers = [b.detach().clone() for b in buffers]
         average_tensors(world, buffers)
     if world.rank != 0:
@@ -51,25 +51,34 @@ def averaged_generator(world: MPI.Comm, generator: Generator, sync: bool) -> Gen
 
 
 class TrainingValidation:
-    """Scores generators against one fixed reference; rank 0 holds the state."""
+    """Scores generators against one fixed reference; rank 0 holds the state.
+
+    ``replicas``: the ranks hold the same networks (sync mode), so rank 0's generator is scored
+    with the ranks' mean batch-norm statistics."""
 
     def __init__(
-        self, config: Gan3dConfig, world: MPI.Comm, held_out: Any, best: float | None
+        self,
+        spec: GanSpec,
+        seed: int,
+        bins: int,
+        replicas: bool,
+        world: MPI.Comm,
+        held_out: Any,
+        best: float | None,
     ) -> None:
         from evogan.physics import Reference
         from evogan.physics.score import FLOOR_SPLITS
 
-        self.config = config
+        self.spec, self.seed, self.replicas = spec, seed, replicas
         self.world = world
         self.best = best
         self.reference = self.floor = self.spread = None
         if world.rank == 0:
             chunk = held_out.read()
             self.energy = chunk.energy
-            self.theta = chunk.theta if config.spec.conditioning.angle else None
-            bins = config.trainer.validation_bins
+            self.theta = chunk.theta if spec.conditioning.angle else None
             self.reference = Reference.from_showers(
-                chunk.ecal, chunk.energy, bins=bins, seed=config.seed, theta=self.theta
+                chunk.ecal, chunk.energy, bins=bins, seed=seed, theta=self.theta
             )
             with progress("validation: reference floor", FLOOR_SPLITS, unit="splits") as task:
                 floor = self.reference.floor(on_split=lambda _score: task.advance(1))
@@ -85,8 +94,7 @@ class TrainingValidation:
         """Collective: score ``generator`` (rank 0's) at ``at`` (epoch, step, wall_seconds);
         write the record and, when it is the best so far, ``best_model.h5``. Returns the score
         on rank 0."""
-        sync = self.config.trainer.mode == "sync"
-        model = averaged_generator(self.world, generator, sync)
+        model = averaged_generator(self.world, generator, self.replicas)
         if model is None:
             return None
         showers = self._generate(model)
@@ -97,10 +105,10 @@ class TrainingValidation:
             meta = {
                 **at,
                 "score": score,
-                "seed": self.config.seed,
+                "seed": self.seed,
                 "picked": "best validation score",
             }
-            save_generator(run.file(BEST_MODEL), self.config.spec, model, meta)
+            save_generator(run.file(BEST_MODEL), self.spec, model, meta)
         record = {"kind": "validation", **at, "score": score, "floor": self.floor, "best": best}
         record["floor_spread"] = self.spread
         if metrics is not None:
@@ -110,8 +118,8 @@ class TrainingValidation:
     def _generate(self, model: Generator) -> np.ndarray:
         from evogan.physics.validation import generate_showers
 
-        spec, n = self.config.spec, len(self.energy)
-        rng = torch_generator(self.config.seed, "gan3d", "validation", device=_device(model))
+        spec, n = self.spec, len(self.energy)
+        rng = torch_generator(self.seed, "gan3d", "validation", device=_device(model))
         parts = []
         with progress("validation: generate", total=n, unit="showers") as task:
             for lo in range(0, n, GENERATE_BATCH):

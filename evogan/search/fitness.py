@@ -3,7 +3,10 @@
 Every rank of the group calls :func:`evaluate` with the same candidate. The candidate's spec is
 trained ``trainings`` times (one ensemble member per training in sync mode, one per rank in arar
 mode, where every rank keeps its own discriminator), with the same member seeds for every
-candidate (common random numbers make candidates comparable). Each member's generator is scored
+candidate (common random numbers make candidates comparable). Each training runs on a
+:class:`~evogan.gan3d.trainer.GanTrainer` in this process: a ``steps`` or ``epochs`` budget trains
+once, a ``seconds`` budget trains epoch by epoch while time is left, and the trainer's own epoch
+records tell whether the losses stayed finite. Each member's generator is scored
 against held-out showers by :class:`evogan.physics.Reference` (``fitness.metric``, default the
 selection score, finite for any showers: empty ones score worst-class); members are scored in
 parallel across the group's ranks. ``fitness = mean + beta x std`` of member scores.
@@ -34,10 +37,13 @@ from evogan.config.regressor import RunConfig
 from evogan.config.search import SearchConfig
 from evogan.engine.seeding import derive_seed
 from evogan.errors import EvoganError
+from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
+from evogan.gan3d.trainer import GanTrainer
 from evogan.physics import WORST as WORST_SCORE
 from evogan.physics import Reference, Validation
 from evogan.physics.validation import generate_showers
+from evogan.search.inherit import seed_from_parent
 
 WORST = math.inf
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
@@ -168,7 +174,8 @@ def member_seeds(config: SearchConfig, trainings: int) -> list[int]:
 
 
 def trainings_needed(config: SearchConfig, group_size: int) -> int:
-    per_training = group_size if config.trainer.mode == "arar" else 1
+    """Trainings that yield ``fitness.members`` generators on a group of ``group_size``."""
+    per_training = mode_for(config.trainer).members(group_size)
     return -(-config.fitness.members // per_training)
 
 
@@ -212,115 +219,128 @@ def evaluate(
     if group.rank == 0 and workdir.exists():  # left over from a killed run: start afresh
         shutil.rmtree(workdir)
     group.Barrier()
-    files: list[Path] = []
-    failure: tuple[str, str] | None = None
-    inherited = 0
-    for t, seed in enumerate(seeds):
-        try:
-            run_dir = workdir / f"member-{t}"
-            source = None if parent is None else parent / run_dir.name
-            made, epochs = _train_member(config, spec, group, run_dir, seed, start, on_step, source)
-            files += made
-            inherited += int(epochs > 0)
-        except Diverged as exc:
-            failure = ("nan", str(exc))
-        except CandidateTimeout:
-            failure = ("timeout", f"ran past budget.timeout_s = {config.budget.timeout_s:g} s")
-        except torch.OutOfMemoryError as exc:
-            failure = ("oom", f"out of memory: {str(exc).splitlines()[0]}")
-        except MemoryError:
-            failure = ("oom", "out of host memory")
-        except EvoganError as exc:
-            failure = ("error", str(exc))
-        if failure is not None:
-            break
-    train_s = time.perf_counter() - start
     result = Evaluation("ok", WORST, seeds=seeds, params=weight_count(spec), flops=flop_count(spec))
-    result.train_s = train_s
-    result.inherited = inherited
+    training = _MemberTraining(config, spec, group, start, on_step)
+    files, failure = _train_members(training, workdir, seeds, parent, result)
+    result.train_s = time.perf_counter() - start
     if failure is not None:
         result.status, result.reason = failure
         return result
-    files = files[: config.fitness.members]
+    _score_members(result, files[: config.fitness.members], scorer, group, config.fitness.beta)
+    result.eval_s = time.perf_counter() - start - result.train_s
+    return result
+
+
+def _train_members(
+    training: _MemberTraining,
+    workdir: Path,
+    seeds: list[int],
+    parent: Path | None,
+    result: Evaluation,
+) -> tuple[list[Path], tuple[str, str] | None]:
+    """Every member training in turn (counting inherited starts into ``result``); stops at the
+    first failure the campaign survives, returned as (status, reason)."""
+    files: list[Path] = []
+    for t, seed in enumerate(seeds):
+        run_dir = workdir / f"member-{t}"
+        source = None if parent is None else parent / run_dir.name
+        try:
+            made, epochs = training.run(run_dir, seed, source)
+        except Diverged as exc:
+            return files, ("nan", str(exc))
+        except CandidateTimeout:
+            timeout = training.config.budget.timeout_s
+            return files, ("timeout", f"ran past budget.timeout_s = {timeout:g} s")
+        except torch.OutOfMemoryError as exc:
+            return files, ("oom", f"out of memory: {str(exc).splitlines()[0]}")
+        except MemoryError:
+            return files, ("oom", "out of host memory")
+        except EvoganError as exc:
+            return files, ("error", str(exc))
+        files += made
+        result.inherited += int(epochs > 0)
+    return files, None
+
+
+def _score_members(
+    result: Evaluation, files: list[Path], scorer: Scorer, group: MPI.Comm, beta: float
+) -> None:
+    """Score the member generators, spread over the group's ranks, into ``result``."""
     mine = {m: scorer.score(p) for m, p in enumerate(files) if m % group.size == group.rank}
     scores: dict[int, float] = {}
     for part in group.allgather(mine):
         scores.update(part)
     result.member_scores = [scores[m] for m in range(len(files))]
-    result.eval_s = time.perf_counter() - start - train_s
     values = np.asarray(result.member_scores, dtype=np.float64)
     if np.isnan(values).any():
         result.status = "nan"
         result.reason = "generator showers not finite (training diverged)"
-        return result
+        return
     result.score_mean = float(values.mean())
     result.score_std = float(values.std())
-    result.fitness = result.score_mean + config.fitness.beta * result.score_std
-    return result
+    result.fitness = result.score_mean + beta * result.score_std
 
 
-def _train_member(
-    config: SearchConfig,
-    spec: GanSpec,
-    group: MPI.Comm,
-    run_dir: Path,
-    seed: int,
-    start: float,
-    hook: Callable[[Any], None] | None,
-    parent: Path | None,
-) -> tuple[list[Path], int]:
-    """One training of the candidate; returns its generator file(s), one per member, and the
-    epochs inherited from ``parent`` (0: trained from scratch)."""
-    from evogan.gan3d.trainer import ENSEMBLE, train_gan3d
-    from evogan.search.inherit import seed_from_parent
+class _MemberTraining:
+    """Trains the members of one candidate in process, each on a :class:`GanTrainer` of its
+    own, within the campaign's budget."""
 
-    budget = config.budget
-    trainer = config.trainer.model_copy()
-    if budget.kind == "steps":
-        trainer.epochs, trainer.steps_per_epoch = 1, int(budget.amount)
-    elif budget.kind == "epochs":
-        trainer.epochs = int(budget.amount)
-    else:
-        trainer.epochs = 1
-    train_config = Gan3dConfig(
-        seed=seed,
-        data=config.data,
-        spec=spec,
-        trainer=trainer,
-        run=RunConfig(progress_every=10**9),
-    )
-    inherited = 0
-    if parent is not None and group.rank == 0:
-        inherited = seed_from_parent(parent, run_dir, train_config, group.size)
-    inherited = group.bcast(inherited, root=0)
-    train_config.trainer.epochs += inherited
-    on_step = _step_hook(group, start, budget.timeout_s, hook)
-    began = time.perf_counter()  # a seconds budget counts the first epoch too
-    resume = inherited > 0
-    train_gan3d(train_config, run_dir, resume=resume, world=group, on_step=on_step, signals=False)
-    while budget.kind == "seconds":
-        _check_finite(run_dir, group)
-        more = group.bcast(time.perf_counter() - began < budget.amount, root=0)
-        if not more:
-            break
-        train_config.trainer.epochs += 1
-        train_gan3d(train_config, run_dir, resume=True, world=group, on_step=on_step, signals=False)
-    _check_finite(run_dir, group)
-    if trainer.mode == "arar":
-        return [run_dir / ENSEMBLE / f"rank-{r:05d}.h5" for r in range(group.size)], inherited
-    return [run_dir / "best_model.h5"], inherited
+    def __init__(
+        self,
+        config: SearchConfig,
+        spec: GanSpec,
+        group: MPI.Comm,
+        start: float,
+        hook: Callable[[Any], None] | None,
+    ) -> None:
+        self.config, self.spec, self.group = config, spec, group
+        self.on_step = _step_hook(group, start, config.budget.timeout_s, hook)
+
+    def gan_config(self, seed: int) -> Gan3dConfig:
+        """The training of one member: the candidate's spec with the budget's epochs/steps."""
+        budget = self.config.budget
+        trainer = self.config.trainer.model_copy()
+        if budget.kind == "steps":
+            trainer.epochs, trainer.steps_per_epoch = 1, int(budget.amount)
+        elif budget.kind == "epochs":
+            trainer.epochs = int(budget.amount)
+        else:
+            trainer.epochs = 1
+        run = RunConfig(progress_every=10**9)
+        return Gan3dConfig(
+            seed=seed, data=self.config.data, spec=self.spec, trainer=trainer, run=run
+        )
+
+    def run(self, run_dir: Path, seed: int, parent: Path | None) -> tuple[list[Path], int]:
+        """One member training; returns its generator file(s), one per member, and the epochs
+        inherited from ``parent`` (0: trained from scratch)."""
+        group, budget = self.group, self.config.budget
+        config = self.gan_config(seed)
+        inherited = 0
+        if parent is not None and group.rank == 0:
+            inherited = seed_from_parent(parent, run_dir, config, group.size)
+        inherited = group.bcast(inherited, root=0)
+        config.trainer.epochs += inherited
+        began = time.perf_counter()  # a seconds budget counts the first epoch too
+        if inherited > 0:
+            trainer = GanTrainer.resume(run_dir, config, world=group, on_step=self.on_step)
+        else:
+            trainer = GanTrainer.open(config, run_dir, world=group, on_step=self.on_step)
+        with trainer:
+            trainer.train()
+            while budget.kind == "seconds":
+                _check_finite(trainer)
+                if not group.bcast(time.perf_counter() - began < budget.amount, root=0):
+                    break
+                trainer.train(epochs=1)
+            _check_finite(trainer)
+            trainer.save()
+            return trainer.member_files(), inherited
 
 
-def _check_finite(run_dir: Path, group: MPI.Comm) -> None:
-    """Stop early on diverged losses (the last epoch's record in the run's metrics)."""
-    from evogan.store import read_metrics
-
-    finite = True
-    if group.rank == 0:
-        records = read_metrics(run_dir / "metrics.jsonl", "epoch")
-        losses = [v for k, v in records[-1].items() if k.endswith("_loss")] if records else []
-        finite = all(v is not None and math.isfinite(v) for v in losses)
-    if not group.bcast(finite, root=0):
+def _check_finite(trainer: GanTrainer) -> None:
+    """Stop early on diverged losses (the last epoch's mean losses, on every rank)."""
+    if not trainer.losses_finite():
         raise Diverged("training losses became NaN or infinite")
 
 

@@ -1,0 +1,218 @@
+"""One data-parallel training step, and the two modes that decide how ranks share it.
+
+``trainer.mode`` is read once (:func:`mode_for`) into a :class:`Mode` object that holds
+everything the modes do differently, so no other module compares mode names:
+
+- :class:`SyncMode`: every rank holds identical replicas of both networks, draws its block of
+  one shared random stream (``GanStep.shard``) and averages both networks' gradients with
+  all-reduce every step; the ranks stop together after any step, rank 0 checkpoints for all,
+  and saved or validated generators carry the ranks' mean batch-norm statistics.
+- :class:`ArarMode` (SAGIPS): one generator start shared by all, a discriminator of its own on
+  every rank, generator gradients passed around rings without waiting; every rank checkpoints
+  its own state and every rank's generator is an ensemble member.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evogan.config.parallel import ParallelConfig
+from evogan.distributed.comm import GroupSize, Layout
+from evogan.engine.seeding import torch_generator
+from evogan.gan3d import checkpoint as ckpt
+from evogan.gan3d.data_parallel import (
+    GradientExchange,
+    RingExchange,
+    SyncAllreduce,
+    broadcast_parameters,
+)
+from evogan.gan3d.networks import Discriminator, Generator, build_models
+from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.step import GanStep
+from evogan.store import BEST_MODEL
+
+ENSEMBLE = "generators"
+"""Folder of an arar training's per-rank generators (its ensemble members)."""
+
+
+class ParallelGanStep:
+    """A :class:`GanStep` on one rank plus the gradient exchanges its mode needs.
+
+    The order of :meth:`GanStep.train_step` (one discriminator update, then
+    ``generator_steps`` generator updates) with an exchange between every backward pass and
+    optimiser step.
+    """
+
+    def __init__(
+        self, step: GanStep, g_exchange: GradientExchange, d_exchange: GradientExchange | None
+    ) -> None:
+        self.step = step
+        self.g_exchange = g_exchange
+        self.d_exchange = d_exchange
+
+    def train_step(
+        self, real: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None, outer: bool
+    ) -> dict[str, float]:
+        """One step; ``outer`` feeds the outer ring (arar) with the last generator update."""
+        start = time.perf_counter()
+        metrics = self.step.discriminator_grads(real, energy, theta)
+        comm = self.d_exchange.exchange() if self.d_exchange is not None else 0.0
+        self.step.d_optimizer.step()
+        steps = self.step.spec.generator_steps
+        for index in range(steps):
+            g_metrics = self.step.generator_grads(real.shape[0], energy, theta)
+            comm += self.g_exchange.exchange(outer=outer and index == steps - 1)
+            self.step.g_optimizer.step()
+            for key, value in g_metrics.items():
+                metrics[key] = metrics.get(key, 0.0) + value / steps
+        metrics["comm_s"] = comm
+        metrics["step_s"] = time.perf_counter() - start
+        return metrics
+
+    def float_buffers(self) -> list[torch.Tensor]:
+        """Batch-norm running statistics: they drift apart per rank in sync mode (each rank
+        sees its own batches); checkpoints keep every rank's, saved models their mean."""
+        modules = (self.step.generator, self.step.discriminator)
+        return [b for m in modules for b in m.buffers() if b.is_floating_point()]
+
+    def rank_state(self) -> ckpt.RankState:
+        """What a checkpoint saves and restores of this rank."""
+        step = self.step
+        return ckpt.RankState(
+            step.generator,
+            step.discriminator,
+            step.g_optimizer,
+            step.d_optimizer,
+            step.rng,
+            self.float_buffers(),
+        )
+
+    def exchange_stats(self) -> dict[str, Any]:
+        stats = {"generator": self.g_exchange.stats.as_dict()}
+        if self.d_exchange is not None:
+            stats["discriminator"] = self.d_exchange.stats.as_dict()
+        return stats
+
+    def close(self) -> dict[str, Any]:
+        """Collective: finish in-flight communication; returns the exchange counters."""
+        self.g_exchange.close()
+        if self.d_exchange is not None:
+            self.d_exchange.close()
+        return self.exchange_stats()
+
+
+class Mode(ABC):
+    """What differs between the parallel modes; one instance per training (:func:`mode_for`)."""
+
+    name: str
+    replicas: bool
+    """Every rank holds the same networks: ranks stop in lockstep, rank 0 checkpoints for all,
+    and batch-norm statistics are averaged over ranks for saved and validated generators."""
+
+    def __init__(self, settings: ParallelConfig) -> None:
+        self.settings = settings
+
+    @property
+    def group_size(self) -> GroupSize:
+        """Ranks of one inner ring (None: the whole world, or no rings at all)."""
+        return None
+
+    @abstractmethod
+    def build(
+        self, spec: GanSpec, layout: Layout, seed: int, device: str = "cpu"
+    ) -> ParallelGanStep:
+        """Networks, optimisers, random streams and exchanges of this rank (collective)."""
+
+    @abstractmethod
+    def members(self, ranks: int) -> int:
+        """Ensemble members (generators) one training on ``ranks`` ranks yields."""
+
+    @abstractmethod
+    def member_files(self, run: Path, ranks: int) -> list[Path]:
+        """The generator files of those members, once the training is saved."""
+
+    def received(self, parallel: ParallelGanStep) -> int | None:
+        """Gradients this rank received from others so far (rings only)."""
+        return None
+
+
+class SyncMode(Mode):
+    name = "sync"
+    replicas = True
+
+    def build(
+        self, spec: GanSpec, layout: Layout, seed: int, device: str = "cpu"
+    ) -> ParallelGanStep:
+        world = layout.world
+        # identical replicas (the broadcasts below also guard against drift)
+        generator, discriminator = build_models(spec, torch_generator(seed, "gan3d", "init"))
+        rng = torch_generator(seed, "gan3d", "step", device=device)
+        step = GanStep(spec, generator, discriminator, rng, device)
+        broadcast_parameters(world, generator.parameters())
+        step.shard = (world.rank, world.size)
+        broadcast_parameters(world, discriminator.parameters())
+        bucket = int(self.settings.bucket_mb * 2**20)
+        return ParallelGanStep(
+            step,
+            SyncAllreduce(world, generator.parameters(), bucket),
+            SyncAllreduce(world, discriminator.parameters(), bucket),
+        )
+
+    def members(self, ranks: int) -> int:
+        return 1
+
+    def member_files(self, run: Path, ranks: int) -> list[Path]:
+        return [run / BEST_MODEL]
+
+
+class ArarMode(Mode):
+    name = "arar"
+    replicas = False
+
+    @property
+    def group_size(self) -> GroupSize:
+        return self.settings.group_size
+
+    def build(
+        self, spec: GanSpec, layout: Layout, seed: int, device: str = "cpu"
+    ) -> ParallelGanStep:
+        rank = layout.world.rank
+        # one shared generator start, a discriminator of its own on every rank
+        generator = Generator(spec, torch_generator(seed, "gan3d", "init"))
+        discriminator = Discriminator(
+            spec, torch_generator(seed, "gan3d", "init-discriminator", rank)
+        )
+        rng = torch_generator(seed, "gan3d", "step", rank, device=device)
+        step = GanStep(spec, generator, discriminator, rng, device)
+        broadcast_parameters(layout.world, generator.parameters())
+        settings = self.settings
+        ring = RingExchange(
+            layout, generator.parameters(), rma=settings.rma, depth=settings.ring_depth
+        )
+        return ParallelGanStep(step, ring, None)
+
+    def members(self, ranks: int) -> int:
+        return ranks
+
+    def member_files(self, run: Path, ranks: int) -> list[Path]:
+        return [run / ENSEMBLE / f"rank-{r:05d}.h5" for r in range(ranks)]
+
+    def received(self, parallel: ParallelGanStep) -> int | None:
+        return parallel.g_exchange.stats.received
+
+
+def mode_for(settings: ParallelConfig) -> Mode:
+    """The mode object of ``trainer.mode``."""
+    return {"sync": SyncMode, "arar": ArarMode}[settings.mode](settings)
+
+
+def build_parallel_step(
+    spec: GanSpec, settings: ParallelConfig, layout: Layout, seed: int, device: str = "cpu"
+) -> ParallelGanStep:
+    """This rank's parallel step for ``settings.mode`` (collective)."""
+    return mode_for(settings).build(spec, layout, seed, device)
