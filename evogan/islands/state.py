@@ -82,19 +82,6 @@ class GrowingParts:
         return "[" + ",".join(self.records) + "]"
 
 
-def _logbook_rows(table: np.ndarray, fields: list[str], integers: list[str]) -> list[dict]:
-    rows = []
-    for values in table.T.tolist():
-        row = {}
-        for field, value in zip(fields, values, strict=True):
-            if math.isnan(value):  # generations whose every fitness was NaN have no statistics
-                row[field] = None
-            else:
-                row[field] = int(value) if field in integers else value
-        rows.append(row)
-    return rows
-
-
 def _logbook(table: np.ndarray, fields: list[str], integers: list[str]) -> tools.Logbook:
     logbook = tools.Logbook()
     logbook.header = fields

@@ -24,7 +24,8 @@ from evogan.errors import DataError
 from evogan.store.atomic import atomic_path
 from evogan.store.metrics import to_json
 
-FORMAT = "evogan-checkpoint-3"  # 2: lineages as step deltas, three datasets; 3: step seeds
+FORMAT = "evogan-checkpoint-3"
+"""The layout this version writes and reads; a file of another version is refused, naming both."""
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^gen-(\d+)\.h5$")
 _PART = "meta."  # attributes holding one meta entry each (``meta_json``)
