@@ -156,9 +156,9 @@ class IslandSession:
     def finish(
         self, stopped: bool, drain: Callable[[list[Any]], None] | None = None
     ) -> tuple[bool, dict[str, int]]:
-        """Agree the end with all islands (collective over the world); ``drain`` takes the
-        migrants that arrived meanwhile, the rest counts as late. Returns (stopped by anyone,
-        this island's migration counts)."""
+        """Agree the end with all islands (every rank calls it: the leaders agree, then tell
+        their island's ranks); ``drain`` takes the migrants that arrived meanwhile, the rest
+        counts as late. Returns (stopped by anyone, this island's migration counts)."""
         counts: dict[str, int] = {}
         if self.agreement is not None:
             stopped = self.agreement.finish() or stopped
