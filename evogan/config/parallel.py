@@ -59,6 +59,10 @@ class ParallelConfig(StrictModel):
             )
         return self
 
+    def rank_batch(self, spec_batch: int) -> int:
+        """Showers per rank and step: ``batch_size``, else the spec's ``batch_size``."""
+        return self.batch_size or spec_batch
+
     @property
     def validates(self) -> bool:
         """Whether the training scores its generator on held-out showers as it goes."""

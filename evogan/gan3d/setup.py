@@ -59,7 +59,7 @@ def batch_shape(
     settings: ParallelConfig, spec_batch: int, world: MPI.Comm, shard: Any, held_out: Any
 ) -> tuple[int, int]:
     """(batch per rank, steps per epoch), refusing data too small for them in one line."""
-    batch = settings.batch_size or spec_batch
+    batch = settings.rank_batch(spec_batch)
     steps = world.allreduce(len(shard) // batch, op=MPI.MIN)
     if steps < 1:
         smallest = world.allreduce(len(shard), op=MPI.MIN)

@@ -184,7 +184,7 @@ def precheck(config: SearchConfig, spec: GanSpec) -> Evaluation | None:
     limit = config.budget.max_memory_mb
     if limit is None:
         return None
-    batch = config.trainer.batch_size or spec.batch_size
+    batch = config.trainer.rank_batch(spec.batch_size)
     need = memory_estimate_mb(spec, batch)
     if need <= limit:
         return None
@@ -328,20 +328,14 @@ class _MemberTraining:
             trainer = GanTrainer.open(config, run_dir, world=group, on_step=self.on_step)
         with trainer:
             trainer.train()
-            while budget.kind == "seconds":
-                _check_finite(trainer)
+            while budget.kind == "seconds" and trainer.losses_finite():
                 if not group.bcast(time.perf_counter() - began < budget.amount, root=0):
                     break
                 trainer.train(epochs=1)
-            _check_finite(trainer)
-            trainer.save()
-            return trainer.member_files(), inherited
-
-
-def _check_finite(trainer: GanTrainer) -> None:
-    """Stop early on diverged losses (the last epoch's mean losses, on every rank)."""
-    if not trainer.losses_finite():
-        raise Diverged("training losses became NaN or infinite")
+            trainer.save()  # a diverged member's run directory still shows what it trained
+        if not trainer.losses_finite():
+            raise Diverged("training losses became NaN or infinite")
+        return trainer.member_files(), inherited
 
 
 def _step_hook(
