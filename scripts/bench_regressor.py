@@ -33,9 +33,10 @@ from evogan.plots.compare import (
     plot_test_loss,
     summary_table,
 )
+from evogan.regressor.data import load_and_check
 from evogan.regressor.evolve import evolve_regressor
 from evogan.regressor.network import evaluation_path
-from evogan.regressor.problem import RegressorProblem, load_and_check
+from evogan.regressor.problem import RegressorProblem
 from evogan.regressor.rmsprop import train_regressor
 from evogan.store import atomic_write, to_json
 

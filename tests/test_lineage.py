@@ -10,8 +10,9 @@ from evogan.engine import Hybrid, PlusLambda, Streams
 from evogan.errors import DataError
 from evogan.islands.island import Island
 from evogan.islands.lineage import Lineage, Rebuilder, rebuild
+from evogan.regressor.data import RegressorData
 from evogan.regressor.network import RegressorLayout
-from evogan.regressor.problem import RegressorData, RegressorProblem
+from evogan.regressor.problem import RegressorProblem
 
 
 def _problem(mutation: str = "add") -> RegressorProblem:

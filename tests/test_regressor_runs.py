@@ -12,8 +12,8 @@ import yaml
 
 from evogan.config import load_config
 from evogan.data.transforms import load_regressor_data
+from evogan.regressor.data import mape
 from evogan.regressor.network import load_regressor
-from evogan.regressor.problem import mape
 from evogan.store import load_weights, read_metrics
 from tests.conftest import evogan, untimed
 

@@ -1,4 +1,36 @@
 """The energy regressor task: the 2D CNN and its batched evaluation of many genomes (``network``,
-``fused_eval`` + ``_fused_eval.c``), weights as genomes with MAPE fitness (``problem``), the GA and
-island runs (``evolve``, ``islands``), the RMSprop baseline (``rmsprop``), their reports
-(``report``) and the energy resolution (``resolution``)."""
+``fused_eval`` + ``_fused_eval.c``), the data splits, minibatch order and MAPE shared by every
+method (``data``), weights as genomes with MAPE fitness (``problem``), the configured GA strategy
+and its schedules (``strategy``), the GA command and its island run (``evolve``, ``islands``,
+``island_report``), the RMSprop baseline (``rmsprop``), their reports (``report``) and the
+energy resolution (``resolution``).
+
+Names are imported on first use: the runs need MPI, which a user of the network alone should not
+start.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "RegressorData": "data",
+    "load_and_check": "data",
+    "mape": "data",
+    "RegressorLayout": "network",
+    "RegressorNet": "network",
+    "load_regressor": "network",
+    "RegressorProblem": "problem",
+    "evolve_regressor": "evolve",
+    "train_regressor": "rmsprop",
+    "train_rmsprop": "rmsprop",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"evogan.regressor.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'evogan.regressor' has no attribute {name!r}")

@@ -28,7 +28,8 @@ from evogan.islands.migration import check_matrix, make_policy, make_topology
 from evogan.islands.session import IslandSession
 from evogan.islands.state import CheckpointWriter, read_state
 from evogan.regressor import island_report as report
-from evogan.regressor.problem import RegressorData, RegressorProblem, load_and_check
+from evogan.regressor.data import RegressorData, load_and_check
+from evogan.regressor.problem import RegressorProblem
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run
 from evogan.regressor.strategy import build_strategy, method_name, schedules
 from evogan.store import MetricsWriter, RunDir

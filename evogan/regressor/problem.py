@@ -6,27 +6,22 @@ All candidates of a generation are scored in one call of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from evogan.config.regressor import RegressorConfig
 from evogan.engine.operators import point_mutation, point_replay, replace_mutation
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, MutationStep
 from evogan.errors import ConfigError
+from evogan.regressor.data import RegressorData, epoch_indices, mape
 from evogan.regressor.network import (
     RegressorLayout,
     batched_predict,
     functional_forward,
-    unflatten,
+    initial_weights,
 )
-
-if TYPE_CHECKING:
-    from evogan.data.transforms import RegressorArrays
 
 
 @dataclass(frozen=True)
@@ -44,54 +39,6 @@ class Minibatch:
 
 
 Batch = Minibatch | tuple[Tensor, Tensor]
-
-
-@dataclass
-class RegressorData:
-    """Tensors of one split: images x (n, C, H, W), targets y = energy/scale, energy in GeV."""
-
-    x: Tensor
-    y: Tensor
-    energy: Tensor
-
-    @classmethod
-    def from_arrays(cls, arrays: RegressorArrays) -> RegressorData:
-        """From :class:`evogan.data.transforms.RegressorArrays` (numpy)."""
-        return cls(
-            torch.as_tensor(np.ascontiguousarray(arrays.x), dtype=torch.float32),
-            torch.as_tensor(np.asarray(arrays.y), dtype=torch.float32),
-            torch.as_tensor(np.asarray(arrays.energy), dtype=torch.float32),
-        )
-
-    def __len__(self) -> int:
-        return int(self.y.shape[0])
-
-
-def mape(prediction: Tensor, target: Tensor) -> Tensor:
-    """Mean absolute percentage error as a fraction, over the last axis (0.05 means 5%)."""
-    return ((prediction - target).abs() / target.abs()).mean(dim=-1)
-
-
-def load_and_check(
-    cfg: RegressorConfig,
-    batch_size: int,
-    announce: Callable[[str], object] = print,
-    batch_key: str = "ga.batch_size",
-) -> tuple[RegressorLayout, RegressorData, RegressorData]:
-    """Load the data and check every setting against it, before any run directory exists."""
-    from evogan.data.transforms import load_regressor_data
-
-    train_arrays, test_arrays = load_regressor_data(cfg.data, rank=0, size=1, announce=announce)
-    train, test = RegressorData.from_arrays(train_arrays), RegressorData.from_arrays(test_arrays)
-    if batch_size > len(train):
-        raise ConfigError(
-            f"{batch_key} must not exceed the {len(train)} training events, got {batch_size}; "
-            "lower the batch size or use more data (data.train_events)"
-        )
-    if len(test) == 0:
-        raise ConfigError("the test set is empty; raise data.test_events or data.test_fraction")
-    layout = RegressorLayout.from_config(cfg.model, tuple(train.x.shape[1:]))
-    return layout, train, test
 
 
 class RegressorProblem(DifferentiableProblem):
@@ -129,14 +76,7 @@ class RegressorProblem(DifferentiableProblem):
         self.eval_block = eval_block
 
     def initial_genomes(self, count: int, generator: torch.Generator) -> Tensor:
-        genomes = torch.zeros(count, self.layout.size)
-        for name, view in unflatten(self.layout, genomes).items():
-            if name.endswith(".bias"):
-                continue
-            bound = self.layout.fan_in(name) ** -0.5
-            draw = torch.rand(view.shape, generator=generator) * (2 * bound) - bound
-            view.copy_(draw)
-        return genomes
+        return initial_weights(self.layout, count, generator)
 
     def mutate(
         self,
@@ -172,9 +112,7 @@ class RegressorProblem(DifferentiableProblem):
         return mape(functional_forward(self.layout, genome, x), y)
 
     def batches(self, epoch: int, generator: torch.Generator) -> Iterator[Batch]:
-        order = torch.randperm(len(self.train), generator=generator)
-        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):
-            index = order[start : start + self.batch_size]
+        for index in epoch_indices(len(self.train), self.batch_size, generator):
             yield Minibatch(self.train.x, index, self.train.y.index_select(0, index))
 
     def reference_fitness(self, genomes: Tensor) -> Tensor:
