@@ -17,11 +17,15 @@ from evogan.store import CONFIG, RunDir
 
 
 def open_run(
-    config: Gan3dConfig, world: MPI.Comm, run_dir: Path | None, resume: bool
+    config: Gan3dConfig,
+    world: MPI.Comm,
+    run_dir: Path | None,
+    resume: bool,
+    until: int | None = None,
 ) -> tuple[RunDir, dict[str, Any] | None]:
     """A new run directory (made by rank 0; an existing non-empty one is refused), or with
     ``resume`` the run ``run_dir`` holds a committed checkpoint of, checked before anything is
-    loaded."""
+    loaded; ``until``: the epoch the resumed training is to reach (refused when it is done)."""
     if not resume:
         path = None
         if world.rank == 0:
@@ -39,10 +43,10 @@ def open_run(
             f"{run.path} was trained on {marker['world_size']} ranks and must be resumed on as "
             f"many: run mpirun -n {marker['world_size']} (got {world.size})"
         )
-    if marker["epoch"] >= config.trainer.epochs:
+    if until is not None and marker["epoch"] >= until:
         raise EvoganError(
             f"{run.path} already finished {marker['epoch']} epoch(s) and trainer.epochs = "
-            f"{config.trainer.epochs}; raise it to continue, e.g. --set trainer.epochs="
+            f"{until}; raise it to continue, e.g. --set trainer.epochs="
             f"{marker['epoch'] + 1}"
         )
     check_same_computation(run, config)

@@ -67,6 +67,7 @@ class GanTrainer:
         world: MPI.Comm,
         stop: StopFlag,
         on_step: Callable[[StepInfo], None] | None,
+        until: int | None = None,
     ) -> None:
         settings = config.trainer
         self.config, self.world, self.on_step = config, world, on_step
@@ -74,7 +75,7 @@ class GanTrainer:
         device = rank_device(settings, world)  # refused before a run directory exists
         shard, held_out = load_data(config.data, settings, world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
-        self.run, marker = open_run(config, world, run_dir, resume)
+        self.run, marker = open_run(config, world, run_dir, resume, until)
         self.layout: Layout = split_layout(world, None, self.mode.group_size)
         if device == "cpu":
             share_cores(world)
@@ -141,15 +142,17 @@ class GanTrainer:
         on_step: Callable[[StepInfo], None] | None = None,
     ) -> GanTrainer:
         """The training ``run_dir`` holds, continued from its last committed checkpoint with
-        ``config`` (default: the run's own ``config.yaml``); a config that would not continue
+        ``config`` (default: the run's own ``config.yaml``; with a config given, a run that
+        already reached its ``trainer.epochs`` is refused); a config that would not continue
         the same computation (spec, data, seed, mode, batch, rank count) is refused."""
         from evogan.config.base import read_yaml, validate
 
         world = MPI.COMM_WORLD if world is None else world
+        until = None if config is None else config.trainer.epochs
         if config is None:
             path = Path(run_dir) / CONFIG
             config = validate(Gan3dConfig, read_yaml(path), source=str(path))
-        return cls(config, run_dir, True, world, stop or StopFlag(), on_step)
+        return cls(config, run_dir, True, world, stop or StopFlag(), on_step, until)
 
     def _start(self, marker: dict[str, Any] | None) -> tuple[Position, int, float | None]:
         """Restore this rank from ``marker``'s checkpoint (or write a new run's manifest) and
@@ -326,6 +329,7 @@ def train_gan3d(
     world = MPI.COMM_WORLD if world is None else world
     flag = StopFlag()
     catching = catch_stop_signals(flag) if signals else contextlib.nullcontext()
-    with catching, GanTrainer(config, run_dir, resume, world, flag, on_step) as trainer:
+    until = config.trainer.epochs
+    with catching, GanTrainer(config, run_dir, resume, world, flag, on_step, until) as trainer:
         trainer.train()
         return trainer.save()
