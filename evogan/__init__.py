@@ -37,6 +37,9 @@ _LAZY = {
     "train_rmsprop": "evogan.regressor.rmsprop",
     # the 3DGAN task
     "GanSpec": "evogan.gan3d.spec",
+    "GanTrainer": "evogan.gan3d.trainer",
+    "Island": "evogan.islands",
+    "IslandSession": "evogan.islands",
     "load_generator": "evogan.gan3d.model_file",
     "train_gan3d": "evogan.gan3d.trainer",
     # physics, runs, configs

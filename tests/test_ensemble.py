@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from evogan.config.gan import GanSpec
 from evogan.data.synthetic import synthesize
 from evogan.errors import EvoganError
+from evogan.gan3d.spec import GanSpec
 from evogan.physics import WORST, Reference, worst_validation
 from evogan.physics.ensemble import (
     check_compatible,
