@@ -1,5 +1,5 @@
 /* Point mutation with counter-based random numbers: the C twin of the numpy code in
- * evogan/evolution/operators.py, which it must match bit for bit (lineages are replayed on
+ * evogan/engine/operators.py, which it must match bit for bit (lineages are replayed on
  * whichever path a node has). Random bits are splitmix64 of (seed, counter); a child's
  * mutated positions are the first `chosen` distinct values of its draws mix(position_seed,
  * child * 2^32 + i) * size >> 64, taken in ascending order, and the t-th of them gets
