@@ -11,6 +11,7 @@ import yaml
 from mpi4py import MPI
 
 from evogan.config.gan import Gan3dConfig
+from evogan.config.resume import is_resume_safe
 from evogan.errors import EvoganError
 from evogan.gan3d import checkpoint as ckpt
 from evogan.store import CONFIG, RunDir
@@ -54,22 +55,28 @@ def open_run(
 
 
 def check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
-    """Refuse, naming the key, a config that would not continue the stored computation."""
+    """Refuse, naming the key, a config that would not continue the stored computation: a key
+    may differ from the stored config only where ``--set`` may change it on resume
+    (:data:`evogan.config.resume.RESUME_SAFE`), so the CLI and the Python API keep one rule."""
     stored = yaml.safe_load(run.file(CONFIG).read_text())
-    given = config.model_dump(mode="json")
-    for key in ("seed", "spec", "data"):
-        if stored.get(key) != given[key]:
+    for key, old, new in _differences(stored, config.model_dump(mode="json")):
+        if not is_resume_safe("gan3d", key):
+            section = key.partition(".")[0]
             raise EvoganError(
-                f"{run.path} was trained with a different {key}; resume it with the config it "
-                f"stored: evogan train --resume {run.path}"
+                f"{run.path} was trained with a different {section}; {key} = {old!r} there, "
+                f"{new!r} here: resume it with the config it stored: evogan train --resume "
+                f"{run.path}"
             )
-    computing = ("mode", "rma", "group_size", "outer_every", "batch_size", "steps_per_epoch")
-    for key in (*computing, "shuffle", "device"):
-        if stored["trainer"].get(key) != given["trainer"][key]:
-            raise EvoganError(
-                f"{run.path} was trained with trainer.{key} = {stored['trainer'].get(key)!r}; "
-                f"resume it with the same value (got {given['trainer'][key]!r})"
-            )
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, old value, new value) of every leaf where two config dumps differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(old.keys() | new.keys()):
+            found += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
+        return found
+    return [] if old == new else [(prefix.rstrip("."), old, new)]
 
 
 def resume_command(run: RunDir, world: MPI.Comm) -> str:
