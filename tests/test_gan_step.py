@@ -127,3 +127,26 @@ def test_measured_angle_of_straight_tracks() -> None:
         assert abs(got - true) < 2.0
     assert measured == sorted(measured)
     assert float(measured_angle(torch.zeros(2, 5, 5, 5))[0]) == EMPTY_ANGLE
+
+
+def test_a_conditional_discriminator_judges_a_shower_against_its_energy() -> None:
+    """The projection head makes the real/fake logit depend on the energy a shower is paired
+    with; the unconditional head ignores it (and a conditional one refuses to guess it)."""
+    spec = tiny_spec()
+    conditional = spec.model_copy(
+        update={"heads": spec.heads.model_copy(update={"conditional": True})}
+    )
+    ecal, energy, theta = toy_showers(4)
+    image = to_network(spec, torch.from_numpy(ecal))
+    low, high = torch.full((4,), 0.2), torch.full((4,), 1.5)
+    _, plain = build_models(spec, torch.Generator().manual_seed(0))
+    _, judge = build_models(conditional, torch.Generator().manual_seed(0))
+    plain.eval(), judge.eval()
+    with torch.no_grad():
+        assert torch.equal(plain(image, low)["real_fake"], plain(image, high)["real_fake"])
+        assert not torch.allclose(judge(image, low)["real_fake"], judge(image, high)["real_fake"])
+        with pytest.raises(ValueError, match="needs the energy"):
+            judge(image)
+    step = GanStep(conditional, *build_models(conditional), torch.Generator().manual_seed(1))
+    metrics = step.train_step(*(torch.from_numpy(a) for a in (ecal, energy, theta)))
+    assert math.isfinite(metrics["d_loss"]) and math.isfinite(metrics["g_loss"])

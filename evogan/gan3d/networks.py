@@ -56,6 +56,9 @@ class Discriminator(nn.Module):
         features = flatten_features(spec)
         self.real_fake = nn.Linear(features, 1)
         initialise(self.real_fake, "glorot_uniform", rng)
+        self.projection = nn.Linear(features, 2, bias=False) if spec.heads.conditional else None
+        if self.projection is not None:
+            initialise(self.projection, "glorot_uniform", rng)
         self.energy = nn.Linear(features, 1) if spec.heads.energy else None
         if self.energy is not None:
             initialise(self.energy, "glorot_uniform", rng)
@@ -63,9 +66,18 @@ class Discriminator(nn.Module):
         self.with_angle = spec.heads.angle
         self.cell_power = spec.cell_power
 
-    def forward(self, image: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward(
+        self, image: torch.Tensor, energy: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Head outputs of ``image``; ``energy`` (E/energy_scale, one per shower) is needed by a
+        conditional real/fake head and ignored otherwise."""
         h = self.features(image)
         out = {"real_fake": self.real_fake(h).squeeze(1)}
+        if self.projection is not None:
+            if energy is None:
+                raise ValueError("a conditional discriminator needs the energy of each shower")
+            basis = torch.stack([energy, energy.clamp_min(1e-6).log()], dim=1)
+            out["real_fake"] = out["real_fake"] + (basis * self.projection(h)).sum(dim=1)
         if self.energy is not None:
             out["energy"] = self.energy(h).squeeze(1)
         if self.with_ecal_sum or self.with_angle:

@@ -80,11 +80,18 @@ class ConditioningSpec(StrictModel):
 
 
 class HeadsSpec(StrictModel):
-    """Discriminator outputs besides real/fake: trainable energy regression, fixed sums."""
+    """Discriminator outputs besides real/fake: trainable energy regression, fixed sums.
+
+    ``conditional`` makes the real/fake head a projection discriminator (Miyato & Koyama 2018):
+    its logit gains ``phi(E) . V h`` with ``phi(E) = (e, ln e)``, ``e = E/energy_scale``, so the
+    discriminator can tell a shower that is right for some energy from one right for its own
+    (e.g. a depth that does not grow with ln E), which the unconditional head cannot.
+    """
 
     energy: bool = True
     ecal_sum: bool = True
     angle: bool = False
+    conditional: bool = False
 
 
 class LossWeights(StrictModel):
@@ -261,7 +268,7 @@ def discriminator_layers(spec: GanSpec) -> list[Layer]:
         )
     layers.append(Layer("discriminator", "pooling", shape, pooled))
     features = math.prod(pooled)
-    heads = 1 + int(spec.heads.energy)
+    heads = 1 + int(spec.heads.energy) + 2 * int(spec.heads.conditional)
     layers.append(Layer("discriminator", "dense", (features,), (heads,)))
     return layers
 

@@ -72,7 +72,10 @@ class GanStep:
         for name, images, label in (("real", real, 1.0), ("fake", fake, 0.0)):
             labels = flipped_labels(label, n, flip, self.rng, self.device, self.shard)
             loss, parts = gan_loss(
-                self.discriminator(images), labels, targets, self.spec.loss_weights
+                self.discriminator(images, targets["energy"]),
+                labels,
+                targets,
+                self.spec.loss_weights,
             )
             total = total + 0.5 * loss
             metrics[f"d_{name}_loss"] = float(loss.detach())
@@ -116,7 +119,7 @@ class GanStep:
             fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
             labels = torch.ones(batch_size, device=self.device)
             loss, parts = gan_loss(
-                self.discriminator(fake), labels, targets, self.spec.loss_weights
+                self.discriminator(fake, targets["energy"]), labels, targets, self.spec.loss_weights
             )
             loss.backward()
         finally:
