@@ -58,18 +58,25 @@ def _run(tiny: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-@pytest.mark.parametrize("command", ["evolve", "train"])
-def test_regressor_run_events_hold_every_metrics_record(tiny: Path, command: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "kind", "scalar"), [("evolve", "generation", "best"), ("train", "step", "loss")]
+)
+def test_regressor_run_events_hold_every_metrics_record(
+    tiny: Path, command: str, kind: str, scalar: str
+) -> None:
+    """The GA writes a record per generation, RMSprop one per optimiser step: TensorBoard holds
+    each at its own step, and the epochs' test MAPE."""
     run = tiny / command
     _run(tiny, command, str(tiny / "tiny.yaml"), "--run-dir", str(run))
     scalars = _scalars(run)
-    generations = read_metrics(run / "metrics.jsonl", "generation")
+    steps = read_metrics(run / "metrics.jsonl", kind)
     epochs = read_metrics(run / "metrics.jsonl", "epoch")
-    assert len(generations) > 2 and len(epochs) == 2
-    assert scalars["generation/best"] == _expect(generations, "generation", "best")
-    assert scalars["generation/evaluations"] == _expect(generations, "generation", "evaluations")
+    assert len(steps) > 2 and len(epochs) == 2
+    assert scalars[f"{kind}/{scalar}"] == _expect(steps, kind, scalar)
     assert scalars["epoch/test_mape"] == _expect(epochs, "epoch", "test_mape")
-    assert "generation/generation" not in scalars  # the step is the step, not a scalar
+    assert f"{kind}/{kind}" not in scalars  # the step is the step, not a scalar
+    if kind == "generation":
+        assert scalars["generation/evaluations"] == _expect(steps, kind, "evaluations")
 
 
 def test_island_run_writes_one_tensorboard_run_per_island(tiny: Path) -> None:
