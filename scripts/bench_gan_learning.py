@@ -99,7 +99,7 @@ def score_history(run: RunDir) -> dict:
     if not records:
         return {}
     scores = [r["score"] for r in records]
-    summary = run.summary() if run.file("summary.json").is_file() else {}
+    epochs = run.metrics("epoch")
     return {
         "validations": len(records),
         "first": {k: records[0].get(k) for k in ("step", "wall_seconds", "score")},
@@ -107,7 +107,7 @@ def score_history(run: RunDir) -> dict:
         "best": min(scores),
         "floor": records[-1].get("floor"),
         "floor_spread": records[-1].get("floor_spread"),
-        "train_seconds": summary.get("train_seconds", summary.get("wall_seconds")),
+        "train_seconds": round(epochs[-1]["wall_seconds"]) if epochs else None,
     }
 
 
@@ -166,7 +166,7 @@ def main() -> int:
             f"validation during training: {h['validations']} scores, first "
             f"{h['first']['score']:.3f} (step {h['first']['step']}), last "
             f"{h['last']['score']:.3f} (step {h['last']['step']}), best {h['best']:.3f}, "
-            f"floor {h['floor']}, training {h['train_seconds']} s"
+            f"floor {h['floor']:.3f}, training wall time {h['train_seconds']} s"
         )
     return 0
 
