@@ -6,21 +6,19 @@ Names that need MPI are imported on first use, so importing :mod:`evogan.distrib
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from evogan.distributed.failure import guard, rank0_decides, run_guarded
 from evogan.distributed.tags import Tag
+from evogan.lazy import lazy_names
 
 _LAZY = {
-    "Layout": "comm",
-    "check_layout": "comm",
-    "host_name": "comm",
-    "split_layout": "comm",
-    "world_comm": "comm",
-    "AsyncRing": "ring",
-    "RingCounts": "ring",
-    "RmaRing": "ring",
+    "Layout": ".comm",
+    "check_layout": ".comm",
+    "host_name": ".comm",
+    "split_layout": ".comm",
+    "world_comm": ".comm",
+    "AsyncRing": ".ring",
+    "RingCounts": ".ring",
+    "RmaRing": ".ring",
 }
 
 __all__ = [
@@ -39,7 +37,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"evogan.distributed.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'evogan.distributed' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

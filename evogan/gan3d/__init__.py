@@ -10,10 +10,8 @@ imported eagerly; the rest on first use (PEP 562), because the trainer depends o
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from evogan.gan3d.spec import GanSpec, Layer, discriminator_layers, generator_layers, load_spec
+from evogan.lazy import lazy_names
 
 _LAZY = {
     "Discriminator": "evogan.gan3d.networks",
@@ -35,7 +33,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -11,26 +11,22 @@ start.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from evogan.lazy import lazy_names
 
 _LAZY = {
-    "RegressorData": "data",
-    "load_and_check": "data",
-    "mape": "data",
-    "RegressorLayout": "network",
-    "RegressorNet": "network",
-    "load_regressor": "network",
-    "RegressorProblem": "problem",
-    "evolve_regressor": "evolve",
-    "train_regressor": "rmsprop",
-    "train_rmsprop": "rmsprop",
+    "RegressorData": ".data",
+    "load_and_check": ".data",
+    "mape": ".data",
+    "RegressorLayout": ".network",
+    "RegressorNet": ".network",
+    "load_regressor": ".network",
+    "RegressorProblem": ".problem",
+    "evolve_regressor": ".evolve",
+    "train_regressor": ".rmsprop",
+    "train_rmsprop": ".rmsprop",
 }
 
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"evogan.regressor.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'evogan.regressor' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

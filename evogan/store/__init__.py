@@ -6,28 +6,24 @@ does not pay for torch and h5py in commands that never touch them.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from evogan.lazy import lazy_names
 
 _LAZY = {
-    "atomic_path": "atomic",
-    "atomic_write": "atomic",
-    "MetricsWriter": "metrics",
-    "read_metrics": "metrics",
-    "to_json": "metrics",
-    "BEST_MODEL": "rundir",
-    "CONFIG": "rundir",
-    "METRICS": "rundir",
-    "SUMMARY": "rundir",
-    "RunDir": "rundir",
-    "load_weights": "weights",
-    "save_weights": "weights",
+    "atomic_path": ".atomic",
+    "atomic_write": ".atomic",
+    "MetricsWriter": ".metrics",
+    "read_metrics": ".metrics",
+    "to_json": ".metrics",
+    "BEST_MODEL": ".rundir",
+    "CONFIG": ".rundir",
+    "METRICS": ".rundir",
+    "SUMMARY": ".rundir",
+    "RunDir": ".rundir",
+    "load_weights": ".weights",
+    "save_weights": ".weights",
 }
 
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"evogan.store.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'evogan.store' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
