@@ -150,3 +150,31 @@ def test_a_conditional_discriminator_judges_a_shower_against_its_energy() -> Non
     step = GanStep(conditional, *build_models(conditional), torch.Generator().manual_seed(1))
     metrics = step.train_step(*(torch.from_numpy(a) for a in (ecal, energy, theta)))
     assert math.isfinite(metrics["d_loss"]) and math.isfinite(metrics["g_loss"])
+
+
+def test_the_width_term_measures_the_validation_width_and_pulls_the_generator() -> None:
+    """``transverse_width`` is the validation's width (mm / cell size) and differentiable; with
+    ``loss_weights.width`` on, the generator's loss gains the batch-mean width gap."""
+    from evogan.data.detector import CELL_MM
+    from evogan.gan3d.losses import transverse_width
+    from evogan.physics.features import shower_features
+
+    ecal, energy, _ = toy_showers(6, seed=3)
+    table = shower_features(ecal, energy)
+    expected = 0.5 * (table.scalars["width_x_mm"] + table.scalars["width_y_mm"]) / CELL_MM
+    cells = torch.from_numpy(ecal).double().requires_grad_(True)
+    widths = transverse_width(cells)
+    assert np.allclose(widths.detach().numpy(), expected, rtol=1e-9)
+    widths.sum().backward()
+    assert torch.isfinite(cells.grad).all() and cells.grad.abs().sum() > 0
+
+    spec = tiny_spec()
+    weighted = spec.model_copy(
+        update={"loss_weights": spec.loss_weights.model_copy(update={"width": 0.1})}
+    )
+    step = GanStep(weighted, *build_models(weighted), torch.Generator().manual_seed(1))
+    with pytest.raises(EvoganError, match="real batch"):
+        step.generator_grads(4, torch.full((4,), 50.0), torch.full((4,), 1.5))
+    metrics = step.train_step(*_batch(4))
+    assert metrics["g_width"] > 0 and math.isfinite(metrics["g_loss"])
+    assert "g_width" not in _step().train_step(*_batch(4))

@@ -50,6 +50,31 @@ def mae(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (prediction - target).abs().mean()
 
 
+def transverse_width(cells: torch.Tensor) -> torch.Tensor:
+    """Per shower, the mean of the x and y energy-weighted standard deviations, in cells.
+
+    ``cells`` are non-negative energies ``(N, X, Y, Z)``; differentiable, and the same
+    quantity as the validation's ``width_x_mm``/``width_y_mm`` (:mod:`evogan.physics.features`)
+    divided by the cell size. An empty shower has width 0.
+    """
+    total = cells.sum(dim=(1, 2, 3)).clamp_min(1e-12)
+    widths = []
+    for axis, summed in ((1, (2, 3)), (2, (1, 3))):
+        profile = cells.sum(dim=summed)
+        size = cells.shape[axis]
+        position = torch.arange(size, dtype=cells.dtype, device=cells.device) - 0.5 * (size - 1)
+        mean = (profile * position).sum(dim=1) / total
+        second = (profile * position**2).sum(dim=1) / total
+        widths.append((second - mean**2).clamp_min(1e-12).sqrt())
+    return 0.5 * (widths[0] + widths[1])
+
+
+def width_loss(fake_cells: torch.Tensor, real_width: torch.Tensor) -> torch.Tensor:
+    """Percentage difference of the batch-mean widths of generated and real showers."""
+    real = real_width.mean()
+    return 100.0 * (transverse_width(fake_cells).mean() - real).abs() / real.clamp_min(_EPS)
+
+
 def gan_loss(
     outputs: dict[str, torch.Tensor],
     labels: torch.Tensor,

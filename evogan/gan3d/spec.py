@@ -95,12 +95,19 @@ class HeadsSpec(StrictModel):
 
 
 class LossWeights(StrictModel):
-    """Weights of BCE(real/fake), MAPE(energy), MAE(angle), MAPE(ECAL sum)."""
+    """Weights of BCE(real/fake), MAPE(energy), MAE(angle), MAPE(ECAL sum), and of the width.
+
+    ``width`` (0: off, as in the originals) weights a generator-only term: the percentage
+    difference between the mean transverse width of the generated batch and of the real batch
+    it is paired with (same energies). It matches a batch mean, not each shower, so it does not
+    shrink the shower-to-shower spread of the width the way a per-shower target would.
+    """
 
     real_fake: float = Field(default=3.0, ge=0)
     energy: float = Field(default=0.1, ge=0)
     angle: float = Field(default=25.0, ge=0)
     ecal_sum: float = Field(default=0.1, ge=0)
+    width: float = Field(default=0.0, ge=0)
 
 
 class GanSpec(StrictModel):

@@ -21,8 +21,15 @@ from __future__ import annotations
 import torch
 
 from evogan.errors import EvoganError
-from evogan.gan3d.losses import flipped_labels, gan_loss
-from evogan.gan3d.networks import Discriminator, Generator, make_latent, missing_theta, to_network
+from evogan.gan3d.losses import flipped_labels, gan_loss, transverse_width, width_loss
+from evogan.gan3d.networks import (
+    Discriminator,
+    Generator,
+    make_latent,
+    missing_theta,
+    to_gev,
+    to_network,
+)
 from evogan.gan3d.spec import GanSpec
 
 
@@ -48,6 +55,7 @@ class GanStep:
         self.g_optimizer = torch.optim.RMSprop(generator.parameters(), lr=spec.g_lr, **options)
         self.d_optimizer = torch.optim.RMSprop(discriminator.parameters(), lr=spec.d_lr, **options)
         self._last_real_sum: torch.Tensor | None = None
+        self._last_real_width: torch.Tensor | None = None
 
     def to_network(self, ecal_gev: torch.Tensor) -> torch.Tensor:
         """Real cells in GeV (tensor or numpy) -> discriminator input on this step's device."""
@@ -61,6 +69,8 @@ class GanStep:
         energy, theta = self._conditions(energy, theta, real.shape[0])
         targets = self._targets(energy, theta, real_ecal)
         self._last_real_sum = targets["ecal_sum"]
+        if self.spec.loss_weights.width > 0:
+            self._last_real_width = transverse_width(self._cells(real_ecal).clamp_min(0.0))
         with torch.no_grad():
             self.generator.train()
             fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
@@ -118,9 +128,13 @@ class GanStep:
         try:
             fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
             labels = torch.ones(batch_size, device=self.device)
+            weights = self.spec.loss_weights
             loss, parts = gan_loss(
-                self.discriminator(fake, targets["energy"]), labels, targets, self.spec.loss_weights
+                self.discriminator(fake, targets["energy"]), labels, targets, weights
             )
+            if weights.width > 0:
+                parts["width"] = width_loss(to_gev(self.spec, fake), self._real_width(batch_size))
+                loss = loss + weights.width * parts["width"]
             loss.backward()
         finally:
             for p in frozen:
@@ -142,6 +156,15 @@ class GanStep:
             for key, value in g_metrics.items():
                 metrics[key] = metrics.get(key, 0.0) + value / steps
         return metrics
+
+    def _real_width(self, batch_size: int) -> torch.Tensor:
+        width = self._last_real_width
+        if width is None or width.shape[0] != batch_size:
+            raise EvoganError(
+                "the width term needs the widths of a real batch of the same size: "
+                "call discriminator_grads first"
+            )
+        return width
 
     def _conditions(
         self, energy: torch.Tensor, theta: torch.Tensor | None, n: int
