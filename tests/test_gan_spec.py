@@ -70,7 +70,7 @@ def test_shape_arithmetic_matches_the_built_modules(path) -> None:
     generator.eval()
     discriminator.eval()
     with torch.no_grad():
-        discriminator(generator(torch.randn(1, spec.latent_size)))
+        discriminator(generator(torch.randn(1, spec.latent_size)), torch.ones(1))
     for hook in hooks:
         hook.remove()
     layers = gan_shapes.generator_layers(spec)[1:] + gan_shapes.discriminator_layers(spec)[:-1]
@@ -152,7 +152,11 @@ def test_small_spec_counts_follow_from_its_blocks() -> None:
         expected += block.filters * (channels * taps + 1) + 2 * block.filters * block.batch_norm
         channels = block.filters
     assert parameter_count(generator) == expected
-    assert parameter_count(generator) < 1.0e6 and parameter_count(discriminator) < 3.0e4
+    assert parameter_count(generator) < 1.0e6 and parameter_count(discriminator) < 5.0e4
+    plain = spec.model_copy(update={"heads": spec.heads.model_copy(update={"conditional": False})})
+    _, unconditional = build_models(plain)
+    projection = 2 * discriminator.projection.in_features  # (e, ln e) . V h, no bias
+    assert parameter_count(discriminator) - parameter_count(unconditional) == projection
 
 
 @pytest.mark.parametrize(("path", "blocky"), [(TINY, True), (SMALL, False)])
