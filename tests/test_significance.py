@@ -1,0 +1,121 @@
+"""The one-sided Mann-Whitney U test of evogan.search.significance: exact p-values against a
+brute-force enumeration of every ordering, textbook values, the normal approximation against
+its formula by hand, and against scipy.stats.mannwhitneyu where scipy is installed."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from evogan.search.significance import mann_whitney_less, midranks, u_distribution
+
+
+def _u1(x: list[float], y: list[float]) -> float:
+    """U1 by its definition: pairs with x_i > y_j, ties one half."""
+    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+
+
+def _permutation_p(x: list[float], y: list[float]) -> float:
+    """P(U1 <= observed) over every split of the pooled values into groups of len(x): the
+    exact null distribution by brute force."""
+    pooled = [*x, *y]
+    observed = _u1(x, y)
+    hits = total = 0
+    for chosen in itertools.combinations(range(len(pooled)), len(x)):
+        first = [pooled[i] for i in chosen]
+        rest = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        hits += _u1(first, rest) <= observed + 1e-12
+        total += 1
+    return hits / total
+
+
+def test_u_distribution_counts_every_ordering() -> None:
+    for n1, n2 in [(1, 1), (2, 3), (3, 2), (4, 4), (5, 7)]:
+        counts = u_distribution(n1, n2)
+        assert counts.sum() == math.comb(n1 + n2, n1)
+        assert (counts == counts[::-1]).all()  # symmetric about n1 n2 / 2
+        assert (counts >= 0).all()
+    # the classic table: n1 = n2 = 3 has counts 1 1 2 3 3 3 3 2 1 1
+    assert u_distribution(3, 3).tolist() == [1, 1, 2, 3, 3, 3, 3, 2, 1, 1]
+
+
+def test_exact_p_matches_brute_force_enumeration() -> None:
+    rng = np.random.default_rng(3)
+    for n1, n2 in [(2, 2), (3, 4), (5, 5), (4, 6)]:
+        for _ in range(5):
+            x = rng.normal(0.0, 1.0, n1).round(6).tolist()
+            y = rng.normal(0.7, 1.0, n2).round(6).tolist()
+            result = mann_whitney_less(x, y)
+            assert result.method == "exact"
+            assert result.u == _u1(x, y)
+            assert result.p == pytest.approx(_permutation_p(x, y), abs=1e-12)
+
+
+def test_known_values() -> None:
+    # Complete separation, 5 vs 5: p = 1 / C(10, 5) = 1/252; the reverse order gives 1.
+    low, high = [1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0]
+    assert mann_whitney_less(low, high).p == pytest.approx(1 / 252)
+    assert mann_whitney_less(high, low).p == pytest.approx(1.0)
+    # 3 vs 3 with one inversion: U1 = 1, P(U <= 1) = 2/20.
+    assert mann_whitney_less([1.0, 2.0, 5.0], [3.0, 6.0, 7.0]).p == pytest.approx(0.1)
+
+
+def test_midranks_share_tied_ranks() -> None:
+    ranks, sizes = midranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0]))
+    assert ranks.tolist() == [4.0, 1.0, 4.0, 2.0, 4.0]
+    assert sorted(sizes.tolist()) == [1, 1, 3]
+
+
+def test_ties_use_normal_approximation_with_tie_correction() -> None:
+    # Failed trainings score the worst value (100): ties among them.
+    x = [2.0, 2.5, 100.0, 3.0, 2.5]
+    y = [4.0, 100.0, 100.0, 3.0, 5.0]
+    result = mann_whitney_less(x, y)
+    assert result.method == "asymptotic"
+    n1 = n2 = 5
+    u1 = _u1(x, y)
+    ties = [2, 2, 3]  # 2.5 twice, 3.0 twice, 100 three times
+    tie_term = sum(t**3 - t for t in ties)
+    sigma = math.sqrt(n1 * n2 / 12 * (n1 + n2 + 1 - tie_term / ((n1 + n2) * (n1 + n2 - 1))))
+    z = (u1 - n1 * n2 / 2 + 0.5) / sigma
+    assert result.u == u1
+    assert result.p == pytest.approx(0.5 * math.erfc(-z / math.sqrt(2)), rel=1e-12)
+    # all values tied: no evidence
+    assert mann_whitney_less([1.0, 1.0], [1.0, 1.0]).p == 1.0
+
+
+def test_infinite_scores_are_largest_values() -> None:
+    assert mann_whitney_less([1.0, 2.0], [math.inf, 3.0]).p == pytest.approx(1 / 6)
+
+
+def test_bad_samples_are_refused() -> None:
+    with pytest.raises(ValueError, match="non-empty"):
+        mann_whitney_less([], [1.0])
+    with pytest.raises(ValueError, match="NaN"):
+        mann_whitney_less([math.nan], [1.0])
+    with pytest.raises(ValueError, match="ties"):
+        mann_whitney_less([1.0, 1.0], [2.0], method="exact")
+
+
+def test_against_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(11)
+    for n1, n2 in [(3, 5), (5, 5), (7, 4)]:
+        for _ in range(5):
+            x = rng.normal(0.0, 1.0, n1)
+            y = rng.normal(0.5, 1.0, n2)
+            ours = mann_whitney_less(x, y)
+            theirs = stats.mannwhitneyu(x, y, alternative="less", method="exact")
+            assert ours.u == pytest.approx(theirs.statistic)
+            assert ours.p == pytest.approx(theirs.pvalue, rel=1e-10)
+    for n1, n2 in [(5, 5), (12, 9), (30, 40)]:
+        x = rng.integers(0, 6, n1).astype(float)  # many ties
+        y = rng.integers(1, 7, n2).astype(float)
+        ours = mann_whitney_less(x, y)
+        theirs = stats.mannwhitneyu(x, y, alternative="less", method="asymptotic")
+        assert ours.method == "asymptotic"
+        assert ours.u == pytest.approx(theirs.statistic)
+        assert ours.p == pytest.approx(theirs.pvalue, rel=1e-10)
