@@ -199,36 +199,7 @@ def test_children_with_matching_shapes_inherit_parent_weights(tmp_path: Path) ->
 def test_resume_after_kill_keeps_finished_candidates(tmp_path: Path) -> None:
     config = _config(tmp_path, candidates=6)
     out = tmp_path / "killed"
-    env = _env(tmp_path)
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-    command = [
-        launcher,
-        "-n",
-        "4",
-        "--oversubscribe",
-        sys.executable,
-        "-m",
-        "evogan",
-        "search",
-        str(config),
-        "--run-dir",
-        str(out),
-    ]
-    process = subprocess.Popen(
-        command,
-        env=env,
-        cwd=REPO,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while len(_rows(out)) < 2 and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.2)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    kill_after_rows(tmp_path, config, out, 2)
     before = {r["id"]: r for r in _rows(out)}
     assert 2 <= len(before) < 6, "the campaign must be killed part-way"
     assert not (out / "summary.json").exists()
@@ -245,3 +216,27 @@ def test_resume_after_kill_keeps_finished_candidates(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] and summary["candidates_trained"] == 6
     assert summary["candidates_trained_this_session"] == 6 - len(before)
+
+
+def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int) -> int:
+    """Run the campaign ``config`` into ``out``, kill it after ``rows`` table rows; returns
+    how many rows it left."""
+    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+    command = [launcher, "-n", "4", "--oversubscribe", sys.executable, "-m", "evogan"]
+    command += ["search", str(config), "--run-dir", str(out)]
+    process = subprocess.Popen(
+        command,
+        env=_env(tmp_path),
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(_rows(out)) < rows and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return len(_rows(out))

@@ -1,4 +1,6 @@
-"""``evogan report CAMPAIGN_DIR... --out DIR``: compare architecture search campaigns."""
+"""``evogan report CAMPAIGN_DIR... --out DIR``: compare architecture search campaigns;
+``--final`` first runs a campaign's missing significance test, ``--reproduce ID:M`` re-trains
+one member of a candidate (both train, so they run under ``mpirun`` like the campaign)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument(
         "campaigns", nargs="+", type=Path, metavar="CAMPAIGN_DIR", help="search campaign dirs"
     )
-    parser.add_argument("--out", required=True, type=Path, help="directory for figures and table")
+    parser.add_argument("--out", type=Path, help="directory for figures and table (required)")
     parser.add_argument("--top", type=int, default=5, help="best candidates per campaign")
     parser.add_argument(
         "--size",
@@ -24,19 +26,48 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         default="params",
         help="model size axis of the Pareto plot (default: params)",
     )
+    parser.add_argument(
+        "--final",
+        action="store_true",
+        help="first run the final significance test (top candidates and the base spec re-trained "
+        "with fresh seeds) of every campaign whose summary.json has none yet; under mpirun -n N, "
+        "N a multiple of the campaign's ranks_per_group",
+    )
+    parser.add_argument(
+        "--reproduce",
+        metavar="ID:MEMBER",
+        help="re-train member MEMBER of candidate ID with its recorded seed and print its score "
+        "beside the table's (one campaign; mpirun -n as the candidate's group; --out: where "
+        "the training goes, default CAMPAIGN/reproduce)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--top")
-    from evogan.plots.search import CampaignRecord, best_table, plot_convergence, plot_pareto
+    from evogan.plots.search import (
+        CampaignRecord,
+        best_table,
+        final_table,
+        plot_convergence,
+        plot_pareto,
+    )
     from evogan.store import atomic_write
 
-    records = [CampaignRecord.load(path) for path in args.campaigns]
+    if args.reproduce is not None:
+        CampaignRecord.load(args.campaigns[0])  # refuses what is not a campaign, in one line
+        return _reproduce(args)
+    if args.out is None:
+        raise EvoganError("evogan report needs --out DIR (or --reproduce ID:MEMBER)")
+    records = [CampaignRecord.load(path) for path in args.campaigns]  # refuses non-campaigns
+    if args.final:
+        if not _finals(args.campaigns):
+            return 0  # not world rank 0: the report is written once
+        records = [CampaignRecord.load(path) for path in args.campaigns]  # with their `final`
     if args.out.exists() and not args.out.is_dir():
         raise EvoganError(f"--out must be a directory, got the file {args.out}")
     args.out.mkdir(parents=True, exist_ok=True)
-    table = best_table(records, args.top)
+    table = best_table(records, args.top) + final_table(records)
     written = [
         atomic_write(args.out / "report.md", "# Architecture search report\n\n" + table),
         plot_convergence(records, args.out / "convergence.png"),
@@ -44,4 +75,43 @@ def run(args: argparse.Namespace) -> int:
     ]
     print(table, end="")
     print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def _finals(campaigns: list[Path]) -> bool:
+    """Collective on the job's ranks: the final step of each campaign that lacks a current
+    one; True on world rank 0 (the rank that writes the report)."""
+    from mpi4py import MPI
+
+    from evogan.search import Campaign
+    from evogan.search.final import campaign_config, run_final
+
+    world = MPI.COMM_WORLD
+    for path in campaigns:
+        config = campaign_config(path)
+        if world.size % config.ranks_per_group:
+            raise EvoganError(
+                f"--final re-trains on groups of ranks_per_group = {config.ranks_per_group} ranks "
+                f"({path}); run it with mpirun -n a multiple of that, got {world.size}"
+            )
+        if run_final(config, Campaign(path), world) is None and world.rank == 0:
+            print(f"report: {path}: final.top = 0, no final test")
+    return world.rank == 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    """``--reproduce ID:MEMBER``: one member re-trained and scored, printed by world rank 0."""
+    from mpi4py import MPI
+
+    from evogan.search.final import reproduce_member
+
+    if len(args.campaigns) != 1:
+        raise EvoganError(f"--reproduce takes one campaign directory, got {len(args.campaigns)}")
+    world = MPI.COMM_WORLD
+    score, recorded = reproduce_member(args.campaigns[0], args.reproduce, world, args.out)
+    if world.rank == 0:
+        table = "-" if recorded is None else f"{recorded:.10g}"
+        print(
+            f"reproduce: {args.campaigns[0]} {args.reproduce}: score {score:.10g} (table {table})"
+        )
     return 0

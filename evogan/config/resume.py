@@ -20,7 +20,7 @@ RESUME_SAFE: dict[str, tuple[str, ...]] = {
         "checkpoint.*",
         "run.*",
     ),
-    "search": ("candidates", "campaign.top", "campaign.tensorboard"),
+    "search": ("candidates", "campaign.top", "campaign.tensorboard", "final.*"),
 }
 
 

@@ -17,6 +17,7 @@ from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.parallel import ParallelConfig
 from evogan.config.regressor import tensorboard_installed
+from evogan.errors import ConfigError
 from evogan.gan3d.spec import GanSpec
 
 
@@ -114,6 +115,23 @@ class OptunaSearchConfig(StrictModel):
     population: PositiveInt = 8  # NSGA-II generation size
 
 
+class FinalConfig(StrictModel):
+    """The significance test at the end of a campaign: the ``top`` best candidates and the base
+    spec re-trained with ``retrain_seeds`` fresh seeds each (a test needs two or more)."""
+
+    retrain_seeds: int = Field(default=5, ge=2)
+    top: NonNegativeInt = 1  # 0: no final step
+
+
+class PruningConfig(StrictModel):
+    """Multi-fidelity pruning: candidates are scored at rungs ``min_budget x reduction_factor^k``
+    (units of ``budget.kind``) below the full budget; the worst stop early (``pruned``)."""
+
+    kind: Literal["none", "successive_halving", "hyperband"] = "none"
+    min_budget: float | None = Field(default=None, gt=0)  # default: budget.amount / factor^2
+    reduction_factor: int = Field(default=3, ge=2)
+
+
 class CampaignConfig(StrictModel):
     root: str | None = None
     name: str | None = None
@@ -141,6 +159,19 @@ class SearchConfig(StrictModel):
     ga: GASearchConfig = Field(default_factory=GASearchConfig)
     optuna: OptunaSearchConfig = Field(default_factory=OptunaSearchConfig)
     campaign: CampaignConfig = Field(default_factory=CampaignConfig)
+    pruning: PruningConfig = Field(default_factory=PruningConfig)
+    final: FinalConfig = Field(default_factory=FinalConfig)
+
+    @model_validator(mode="after")
+    def _pruning_fits_budget(self) -> SearchConfig:
+        """A min_budget above the budget could never be reached (raised as is: one line)."""
+        low, amount = self.pruning.min_budget, self.budget.amount
+        if self.pruning.kind != "none" and low is not None and low > amount:
+            raise ConfigError(
+                f"pruning.min_budget = {low:g} is not allowed: it must be <= budget.amount = "
+                f"{amount:g} ({self.budget.kind})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_base(self) -> SearchConfig:

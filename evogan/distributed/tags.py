@@ -18,6 +18,10 @@ class Tag(IntEnum):
     """A group leader's finished candidate (or first request) sent to the study owner."""
     SEARCH_TRIAL = 303
     """The study owner's next trial for a group leader (None: stop)."""
+    SEARCH_RUNG = 304
+    """A group leader's rung score (job id, budget point, mean score) sent to the study owner."""
+    SEARCH_PRUNE = 305
+    """The study owner's answer to a rung score: the reason to stop the candidate, or None."""
     MIGRANTS = 103
     """A pickled list of migrants sent from one island leader to another."""
     FAILURE = 901

@@ -17,6 +17,7 @@ from evogan.errors import EvoganError
 from evogan.plots import save_figure
 from evogan.plots.runs import refuse, run_colours, run_task
 from evogan.search.campaign import CONFIG, SUMMARY, Campaign
+from evogan.search.significance import ALPHA, verdict
 from evogan.search.summary import best_rows, pareto_rows, trained
 
 
@@ -151,20 +152,69 @@ def _short(value: Any) -> Any:
     return value
 
 
+def _number(value: float | None) -> str:
+    """A table cell: 4 decimals, "-" for a missing value (one member has no standard error)."""
+    return "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def final_table(records: list[CampaignRecord]) -> str:
+    """Markdown: each campaign's final test (fresh seeds), "" when no campaign has one."""
+    finals = [(r, r.summary["final"]) for r in records if r.summary.get("final")]
+    if not finals:
+        return ""
+    lines = [
+        "",
+        "## Final test: re-trained with fresh seeds at the campaign's budget",
+        "",
+        "| campaign | id | scores per seed | mean | s.e. | failed | better than baseline |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for record, final in finals:
+        for block in [*final["candidates"], final["baseline"]]:
+            scores = ", ".join(f"{v:.3g}" for v in block["scores"])
+            answer = verdict(block) if "p_value" in block else "(baseline)"
+            lines.append(
+                f"| {record.label} | {block['id']} | {scores} | {block['mean']:.4f} | "
+                f"{_number(block['sem'])} | {len(block['failed'])} | {answer} |"
+            )
+        failures = [
+            (b["id"], f) for b in [*final["candidates"], final["baseline"]] for f in b["failed"]
+        ]
+        for name, failure in failures:
+            lines.append(f"\n{name}, seed {failure['seed']}: {failure['reason']} (scored worst)")
+    lines.append(
+        f"\nOne-sided Mann-Whitney U test, alpha {ALPHA}: a candidate is better when its scores "
+        "lie below the baseline's; failed trainings score worst."
+    )
+    return "\n".join(lines) + "\n"
+
+
 def best_table(records: list[CampaignRecord], top: int) -> str:
     """Markdown: the best architectures of every campaign, then one line per campaign."""
     lines = [
-        "| campaign | rank | id | fitness | score mean | score std | weights | genome |",
-        "|---|---|---|---|---|---|---|---|",
+        "| campaign | rank | id | fitness | score mean | score std | score s.e. | weights "
+        "| genome |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    commands = []
     for record in records:
+        full = {row["id"]: row for row in record.rows}
         for place, row in enumerate(best_rows(record.rows, top), start=1):
             genome = json.dumps(_short(row["genome"]), separators=(",", ":"))
+            sem = full[row["id"]].get("score_sem")
             lines.append(
                 f"| {record.label} | {place} | {row['id']} | {row['fitness']:.4f} | "
-                f"{row['score_mean']:.4f} | {row['score_std']:.4f} | {row['params']} | "
-                f"`{genome}` |"
+                f"{row['score_mean']:.4f} | {row['score_std']:.4f} | {_number(sem)} | "
+                f"{row['params']} | `{genome}` |"
             )
+            if full[row["id"]].get("reproduce"):
+                seeds = full[row["id"]].get("member_seeds")
+                commands.append(
+                    f"- {row['id']} (member seeds {seeds}): `{full[row['id']]['reproduce']}`"
+                )
+    if commands:
+        lines += ["", "Re-train and re-score member 0 of a candidate (`:M` for member M):", ""]
+        lines += commands
     lines += [
         "",
         "| campaign | trained | failed | invalid (never trained) | busy | per hour |",

@@ -8,8 +8,10 @@ Layout::
                                   process each (island leader, or the study owner)
     CAMPAIGN/candidates/ID/       the candidate's training runs (member-T/)
     CAMPAIGN/islands/*.json       GA island state after each generation (atomic)
-    CAMPAIGN/study.journal        Optuna study (JournalFileBackend; optuna-dashboard opens it)
-    CAMPAIGN/summary.json         best candidates, counts, busy time, throughput
+    CAMPAIGN/study.journal        Optuna study (JournalFileBackend; optuna-dashboard opens it),
+                                  for a GA campaign a mirror of the table (evogan.search.journal)
+    CAMPAIGN/summary.json         best candidates, counts, busy time, throughput; every
+                                  session's own figures and campaign totals; ``final``
 
 A table line is written with one ``write`` on a file opened with ``O_APPEND`` and synced before
 the campaign moves on, so a kill leaves every finished candidate and at most a torn last line
@@ -52,6 +54,7 @@ FIXED = (
     "fitness",
     "ga",
     "optuna",
+    "pruning",
 )
 
 
@@ -103,8 +106,9 @@ class Campaign:
             )
         stored = yaml.safe_load((campaign.path / CONFIG).read_text())
         given = config.model_dump(mode="json")
-        for key in FIXED:
-            if stored.get(key) != given.get(key):
+        defaults = SearchConfig.model_construct().model_dump(mode="json")
+        for key in FIXED:  # a key added after the campaign started: its default was in force
+            if stored.get(key, defaults.get(key)) != given.get(key):
                 raise EvoganError(
                     f"{path} was started with a different {key}; resume it with its own config: "
                     f"evogan search {campaign.path / CONFIG} --resume {campaign.path}"
@@ -169,5 +173,25 @@ class Campaign:
     def candidate_dir(self, candidate: str) -> Path:
         return self.path / "candidates" / candidate
 
+    def summary(self) -> dict[str, Any]:
+        """The summary.json so far ({} before the first session ends)."""
+        import json
+
+        path = self.path / SUMMARY
+        return json.loads(path.read_text()) if path.is_file() else {}
+
     def write_summary(self, summary: dict[str, Any]) -> Path:
+        """Write this session's ``summary`` merged with the earlier sessions' (kept in
+        ``sessions``, never overwritten), campaign totals from the table, and ``final``."""
+        from evogan.search.summary import merge_sessions
+
+        started = self.manifest().get("sessions", []) if (self.path / MANIFEST).is_file() else []
+        merged = merge_sessions(summary, self.summary(), self.rows(), started)
+        return RunDir(self.path).write_json(SUMMARY, merged)
+
+    def write_final(self, final: dict[str, Any]) -> Path:
+        """Set ``final`` (the significance test) in summary.json atomically; later summaries
+        keep it."""
+        summary = self.summary()
+        summary["final"] = final
         return RunDir(self.path).write_json(SUMMARY, summary)

@@ -9,7 +9,9 @@ once, a ``seconds`` budget trains epoch by epoch while time is left, and the tra
 records tell whether the losses stayed finite. Each member's generator is scored
 against held-out showers by :class:`evogan.physics.Reference` (``fitness.metric``, default the
 selection score, finite for any showers: empty ones score worst-class); members are scored in
-parallel across the group's ranks. ``fitness = mean + beta x std`` of member scores.
+parallel across the group's ranks. ``fitness = mean + beta x std`` of member scores; the row
+also holds their standard error, every member's training seed and the one-line ``reproduce``
+command (:func:`evogan.search.final.reproduce_member`).
 
 A candidate that fails in a way the campaign must survive gets ``status`` != "ok", the worst
 fitness (inf) and a one-line ``reason``: ``nan`` (non-finite losses or showers), ``timeout``
@@ -32,29 +34,18 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.gan import Gan3dConfig
-from evogan.config.regressor import RunConfig
 from evogan.config.search import SearchConfig
 from evogan.engine.seeding import derive_seed
-from evogan.errors import EvoganError
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
-from evogan.gan3d.trainer import GanTrainer
 from evogan.physics import WORST as WORST_SCORE
 from evogan.physics import Reference, Validation
 from evogan.physics.validation import generate_showers
-from evogan.search.inherit import seed_from_parent
+from evogan.search.members import MemberTraining, failure_of, train_pruned
+from evogan.search.rungs import Decide, rung_key, rung_plan
 
 WORST = math.inf
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
-
-
-class CandidateTimeout(Exception):
-    """Raised on every rank of a group at the same step when a candidate runs out of time."""
-
-
-class Diverged(Exception):
-    """Training losses became NaN or infinite (decided by the group leader, on every rank)."""
 
 
 def weight_count(spec: GanSpec) -> int:
@@ -136,11 +127,16 @@ class Evaluation:
     member_scores: list[float] = field(default_factory=list)
     score_mean: float = math.nan
     score_std: float = math.nan
+    score_sem: float = math.nan  # standard error of the mean member score (nan for one member)
+    member_seeds: list[int] = field(default_factory=list)  # each member's training seed
+    reproduce: str = ""  # one command that re-trains and re-scores member 0
     params: int = 0
     flops: int = 0
     train_s: float = 0.0
     eval_s: float = 0.0
     inherited: int = 0  # member trainings that started from the parent's weights
+    intermediate: dict[str, float] = field(default_factory=dict)  # rung budget -> mean score
+    rung: int | None = None  # the rung a pruned candidate stopped at
 
     def objectives(self, second: str) -> list[float]:
         """Values to minimise: fitness, then params or FLOPs when asked for."""
@@ -160,17 +156,29 @@ class Evaluation:
             "member_scores": self.member_scores,
             "score_mean": self.score_mean,
             "score_std": self.score_std,
+            "score_sem": self.score_sem,
+            "member_seeds": self.member_seeds,
+            "reproduce": self.reproduce,
             "params": self.params,
             "flops": self.flops,
             "train_s": self.train_s,
             "eval_s": self.eval_s,
             "inherited": self.inherited,
+            "intermediate": self.intermediate,
+            "rung": self.rung,
         }
 
 
 def member_seeds(config: SearchConfig, trainings: int) -> list[int]:
     """Seeds of the ensemble trainings, shared by every candidate of the campaign."""
     return [derive_seed(config.seed, "search", "member", t) % 2**31 for t in range(trainings)]
+
+
+def reproduce_command(campaign: Path, candidate: str, ranks: int, member: int = 0) -> str:
+    """The shell line that re-trains member ``member`` of ``candidate`` with its recorded seed
+    on ``ranks`` ranks (sync results depend on the rank count) and prints both scores."""
+    launch = f"mpirun -n {ranks} " if ranks > 1 else ""
+    return f"{launch}evogan report {campaign} --reproduce {candidate}:{member}"
 
 
 def trainings_needed(config: SearchConfig, group_size: int) -> int:
@@ -205,58 +213,75 @@ def evaluate(
     scorer: Scorer,
     on_step: Callable[[Any], None] | None = None,
     parent: Path | None = None,
+    seeds: list[int] | None = None,
+    first: int = 0,
+    rungs: bool = False,
+    decide: Decide | None = None,
 ) -> Evaluation:
     """Collective on ``group``: train and score ``spec``; the same Evaluation on every rank.
 
     ``on_step`` runs on this rank after every training step (the study owner serves other
     groups from it while its own group trains). ``parent``: a trained candidate's directory
-    whose members this one starts from when the layer shapes match (weight inheritance)."""
+    whose members this one starts from when the layer shapes match (weight inheritance).
+    ``seeds``: training seeds other than the campaign's member seeds (re-trainings), the first
+    of them for training ``first`` (its directory and parent member are ``member-FIRST``).
+    ``rungs``: train in stages under ``config.pruning`` (every rank of the group), stopping
+    when the leader's ``decide`` says so (:mod:`evogan.search.rungs`)."""
     refused = precheck(config, spec)
     if refused is not None:
         return refused
     start = time.perf_counter()
-    seeds = member_seeds(config, trainings_needed(config, group.size))
+    if seeds is None:
+        seeds = member_seeds(config, trainings_needed(config, group.size))
     if group.rank == 0 and workdir.exists():  # left over from a killed run: start afresh
         shutil.rmtree(workdir)
     group.Barrier()
     result = Evaluation("ok", WORST, seeds=seeds, params=weight_count(spec), flops=flop_count(spec))
-    training = _MemberTraining(config, spec, group, start, on_step)
-    files, failure = _train_members(training, workdir, seeds, parent, result)
+    per_training = mode_for(config.trainer).members(group.size)
+    count = min(config.fitness.members, per_training * len(seeds))
+    result.member_seeds = [seeds[m // per_training] for m in range(count)]
+    if workdir.parent.name == "candidates":  # a campaign candidate, not a re-training
+        result.reproduce = reproduce_command(workdir.parent.parent, workdir.name, group.size)
+    training = MemberTraining(config, spec, group, start, on_step)
+    plan = rung_plan(config) if rungs else None
+    if plan is None:
+        files, failure = _train_members(training, workdir, seeds, parent, result, first)
+    else:
+        files, failure = train_pruned(
+            training, workdir, seeds, parent, result, plan, scorer.score, decide
+        )
     result.train_s = time.perf_counter() - start
     if failure is not None:
         result.status, result.reason = failure
         return result
     _score_members(result, files[: config.fitness.members], scorer, group, config.fitness.beta)
+    if plan is not None:  # the full budget is the last point of the learning curve
+        result.intermediate[rung_key(plan.points[-1])] = result.score_mean
     result.eval_s = time.perf_counter() - start - result.train_s
     return result
 
 
 def _train_members(
-    training: _MemberTraining,
+    training: MemberTraining,
     workdir: Path,
     seeds: list[int],
     parent: Path | None,
     result: Evaluation,
+    first: int = 0,
 ) -> tuple[list[Path], tuple[str, str] | None]:
     """Every member training in turn (counting inherited starts into ``result``); stops at the
     first failure the campaign survives, returned as (status, reason)."""
     files: list[Path] = []
     for t, seed in enumerate(seeds):
-        run_dir = workdir / f"member-{t}"
+        run_dir = workdir / f"member-{first + t}"
         source = None if parent is None else parent / run_dir.name
         try:
             made, epochs = training.run(run_dir, seed, source)
-        except Diverged as exc:
-            return files, ("nan", str(exc))
-        except CandidateTimeout:
-            timeout = training.config.budget.timeout_s
-            return files, ("timeout", f"ran past budget.timeout_s = {timeout:g} s")
-        except torch.OutOfMemoryError as exc:
-            return files, ("oom", f"out of memory: {str(exc).splitlines()[0]}")
-        except MemoryError:
-            return files, ("oom", "out of host memory")
-        except EvoganError as exc:
-            return files, ("error", str(exc))
+        except Exception as exc:
+            failure = failure_of(exc, training.config)
+            if failure is None:
+                raise
+            return files, failure
         files += made
         result.inherited += int(epochs > 0)
     return files, None
@@ -278,78 +303,6 @@ def _score_members(
         return
     result.score_mean = float(values.mean())
     result.score_std = float(values.std())
+    if len(values) > 1:  # the spread of the mean, so candidates that tie within it are seen
+        result.score_sem = float(values.std(ddof=1) / math.sqrt(len(values)))
     result.fitness = result.score_mean + beta * result.score_std
-
-
-class _MemberTraining:
-    """Trains the members of one candidate in process, each on a :class:`GanTrainer` of its
-    own, within the campaign's budget."""
-
-    def __init__(
-        self,
-        config: SearchConfig,
-        spec: GanSpec,
-        group: MPI.Comm,
-        start: float,
-        hook: Callable[[Any], None] | None,
-    ) -> None:
-        self.config, self.spec, self.group = config, spec, group
-        self.on_step = _step_hook(group, start, config.budget.timeout_s, hook)
-
-    def gan_config(self, seed: int) -> Gan3dConfig:
-        """The training of one member: the candidate's spec with the budget's epochs/steps."""
-        budget = self.config.budget
-        trainer = self.config.trainer.model_copy()
-        if budget.kind == "steps":
-            trainer.epochs, trainer.steps_per_epoch = 1, int(budget.amount)
-        elif budget.kind == "epochs":
-            trainer.epochs = int(budget.amount)
-        else:
-            trainer.epochs = 1
-        run = RunConfig(progress_every=10**9)
-        return Gan3dConfig(
-            seed=seed, data=self.config.data, spec=self.spec, trainer=trainer, run=run
-        )
-
-    def run(self, run_dir: Path, seed: int, parent: Path | None) -> tuple[list[Path], int]:
-        """One member training; returns its generator file(s), one per member, and the epochs
-        inherited from ``parent`` (0: trained from scratch)."""
-        group, budget = self.group, self.config.budget
-        config = self.gan_config(seed)
-        inherited = 0
-        if parent is not None and group.rank == 0:
-            inherited = seed_from_parent(parent, run_dir, config, group.size)
-        inherited = group.bcast(inherited, root=0)
-        config.trainer.epochs += inherited
-        began = time.perf_counter()  # a seconds budget counts the first epoch too
-        if inherited > 0:
-            trainer = GanTrainer.resume(run_dir, config, world=group, on_step=self.on_step)
-        else:
-            trainer = GanTrainer.open(config, run_dir, world=group, on_step=self.on_step)
-        with trainer:
-            trainer.train()
-            while budget.kind == "seconds" and trainer.losses_finite():
-                if not group.bcast(time.perf_counter() - began < budget.amount, root=0):
-                    break
-                trainer.train(epochs=1)
-            trainer.save()  # a diverged member's run directory still shows what it trained
-        if not trainer.losses_finite():
-            raise Diverged("training losses became NaN or infinite")
-        return trainer.member_files(), inherited
-
-
-def _step_hook(
-    group: MPI.Comm, start: float, timeout: float | None, hook: Callable[[Any], None] | None
-) -> Callable[[Any], None] | None:
-    """The caller's hook, then the collective deadline check (every rank, every step)."""
-    if timeout is None:
-        return hook
-
-    def on_step(info: Any) -> None:
-        if hook is not None:
-            hook(info)
-        late = time.perf_counter() - start > timeout
-        if group.allreduce(late, op=MPI.LOR):
-            raise CandidateTimeout()
-
-    return on_step

@@ -5,7 +5,10 @@ leader owns the population. The island runtime is :class:`evogan.islands.session
 IslandSession` (communicators, stop agreement, migration set-up), as for the regressor GA.
 Islands never wait for each other: migrants (genomes with their evaluations, so they are never
 trained twice) travel in ``async`` mode, and SIGTERM is agreed among the leaders without
-blocking. Each island writes its state
+blocking. With ``pruning`` on, a child stops at a rung when it is worse than the best
+``1/reduction_factor`` of the scores recorded there on its island (:mod:`evogan.search.rungs`).
+World rank 0 mirrors the table into an Optuna journal (:mod:`evogan.search.journal`). Each
+island writes its state
 after every generation; a resumed island regenerates the interrupted generation from the saved
 random state and takes the candidates the table already holds instead of training them.
 """
@@ -25,6 +28,8 @@ from evogan.islands.migration import best_first, make_topology, replace_worst
 from evogan.islands.session import IslandSession
 from evogan.search.campaign import worst_for_null
 from evogan.search.follow import follow_candidates
+from evogan.search.journal import mirror_table
+from evogan.search.rungs import RungHistory
 from evogan.search.scheduler import Session, refused_row, run_job
 from evogan.search.space import Genome
 from evogan.store import RunDir
@@ -252,7 +257,11 @@ def run_ga(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
     quota = config.candidates // count + int(index < config.candidates % count)
     session.group = index
     try:
-        with follow_candidates(session.campaign, config.candidates, show=world.rank == 0):
+        show = world.rank == 0
+        with (
+            follow_candidates(session.campaign, config.candidates, show),
+            mirror_table(session, show),
+        ):
             if islands.is_leader:
                 stopped = _lead_island(session, islands, quota)
             else:
@@ -287,12 +296,17 @@ def _lead_island(session: Session, islands: IslandSession, quota: int) -> bool:
 
     ga = IslandGA(session, index, quota, migrate)
     ga.restore()
+    history = RungHistory(config.pruning.reduction_factor, config.budget.kind)
+    for done in finished.values():  # this island's rung scores of earlier sessions
+        if done.get("island") == index:
+            history.add_row(done)
     while not islands.agreement.poll():
         job = ga.ask(finished, record)
         if job is None:
             break
         islands.island.bcast(job, root=0)
-        row = run_job(session, islands.island, job)
+        decide = history.decider(prunable=job["generation"] > 0)  # children only
+        row = run_job(session, islands.island, job, decide=decide)
         row["genome_full"] = job["genome"]
         record(row)
         ga.tell(row)

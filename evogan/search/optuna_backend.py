@@ -7,6 +7,11 @@ optuna-dashboard). Other group leaders send their finished candidate and ask for
 (:attr:`Tag.SEARCH_RESULT` / :attr:`Tag.SEARCH_TRIAL`); the owner answers between its own
 candidates and from its training loop after every step, so a leader waits at most one step.
 
+With ``pruning`` on, every group leader reports its candidate's rung scores to the owner
+(:attr:`Tag.SEARCH_RUNG`), which calls ``trial.report`` and answers with Optuna's
+``trial.should_prune`` (:attr:`Tag.SEARCH_PRUNE`); pruned trials are told ``PRUNED``, and
+optuna-dashboard shows every trial's intermediate values.
+
 Invalid genomes are told as failed trials with ``status = invalid`` before any rank sees them.
 On resume, trials left running by the killed session are failed and enqueued again with the
 same parameters (re-run); trials the table holds are told from the table instead.
@@ -14,6 +19,7 @@ same parameters (re-run); trials the table holds are told from the table instead
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from mpi4py import MPI
@@ -23,30 +29,39 @@ from evogan.distributed.comm import split_layout
 from evogan.distributed.signals import StopFlag
 from evogan.distributed.tags import Tag
 from evogan.errors import ConfigError, EvoganError
-from evogan.logs import route_optuna
 from evogan.search.campaign import STUDY
 from evogan.search.follow import follow_candidates
+from evogan.search.journal import STUDY_NAME, intermediate_values, open_journal, user_attrs
+from evogan.search.rungs import rung_plan
 from evogan.search.scheduler import Session, refused_row, run_job
 
-STUDY_NAME = "evogan-search"
+__all__ = ["STUDY_NAME", "StudyOwner", "make_pruner", "make_sampler", "open_study", "run_optuna"]
 WRITER = "study"
 MAX_INVALID_IN_A_ROW = 1000
 
 
 def open_study(config: SearchConfig, path: str) -> Any:
-    """The campaign's study (created or loaded) with the configured sampler."""
-    import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-
-    route_optuna()  # Optuna's per-trial INFO lines only at EVOGAN_LOG_LEVEL=INFO
+    """The campaign's study (created or loaded) with the configured sampler and pruner."""
     objectives = 1 + int(config.fitness.second_objective != "none")
-    return optuna.create_study(
-        storage=JournalStorage(JournalFileBackend(path)),
-        sampler=make_sampler(config, objectives),
-        study_name=STUDY_NAME,
-        directions=["minimize"] * objectives,
-        load_if_exists=True,
+    sampler, pruner = make_sampler(config, objectives), make_pruner(config)
+    return open_journal(path, objectives, sampler=sampler, pruner=pruner)
+
+
+def make_pruner(config: SearchConfig) -> Any:
+    """Optuna's own pruner for ``pruning.kind``; trials report their rung scores at integer
+    steps (budget units), the first rung at ``min_resource``."""
+    import optuna
+
+    plan = rung_plan(config)
+    if plan is None:
+        return optuna.pruners.NopPruner()
+    factor = config.pruning.reduction_factor
+    low = max(1, round(plan.points[0]))
+    if config.pruning.kind == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=low, reduction_factor=factor)
+    high = max(low, round(plan.points[-1]))
+    return optuna.pruners.HyperbandPruner(
+        min_resource=low, max_resource=high, reduction_factor=factor
     )
 
 
@@ -125,6 +140,19 @@ class StudyOwner:
             "that most genomes build (see the reasons in the campaign table)"
         )
 
+    def report(self, job_id: str, point: float, value: float) -> str | None:
+        """A candidate's rung score, told to its trial (``trial.report``); the reason to stop
+        it when Optuna's pruner says so (``trial.should_prune``), else None."""
+        trial = self.running.get(job_id)
+        if trial is None:
+            return None
+        step = round(point)
+        trial.report(value, step)
+        if not trial.should_prune():
+            return None
+        kind = self.config.pruning.kind.replace("_", " ")
+        return f"pruned by Optuna's {kind} pruner at step {step}: score {value:.4f}"
+
     def record(self, row: dict[str, Any]) -> None:
         """Table first, then the study: a kill in between is healed by :meth:`_recover`."""
         self.session.campaign.append(WRITER, row)
@@ -135,21 +163,33 @@ class StudyOwner:
         from optuna.trial import TrialState
 
         if hasattr(trial, "set_user_attr"):
-            for key in ("status", "reason", "score_mean", "score_std", "params", "flops"):
-                trial.set_user_attr(key, row.get(key))
+            for key, value in user_attrs(row).items():
+                trial.set_user_attr(key, value)
+            steps = intermediate_values(row)
+            if row["status"] == "ok" and steps:  # the full budget ends the learning curve
+                trial.report(steps[max(steps)], max(steps))
         if row["status"] == "ok":
             self.study.tell(trial, row["objectives"])
+        elif row["status"] == "pruned":
+            self.study.tell(trial, state=TrialState.PRUNED)
         else:
             self.study.tell(trial, state=TrialState.FAIL)
 
     def serve(self, block: bool = False) -> None:
-        """Answer every leader that reported (waiting for one when ``block``)."""
+        """Answer every leader that reported a result or a rung score (waiting for one
+        message when ``block``)."""
         status = MPI.Status()
-        while block or self.comm.iprobe(source=MPI.ANY_SOURCE, tag=Tag.SEARCH_RESULT):
+        while block or self.comm.iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
+            if block:
+                self.comm.probe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
             block = False
-            row, stopping = self.comm.recv(
-                source=MPI.ANY_SOURCE, tag=Tag.SEARCH_RESULT, status=status
-            )
+            source = status.Get_source()
+            if status.Get_tag() == Tag.SEARCH_RUNG:
+                job_id, point, value = self.comm.recv(source=source, tag=Tag.SEARCH_RUNG)
+                reason = self.report(job_id, point, value)
+                self.comm.send(reason, dest=source, tag=Tag.SEARCH_PRUNE)
+                continue
+            row, stopping = self.comm.recv(source=source, tag=Tag.SEARCH_RESULT, status=status)
             if row is not None:
                 self.record(row)
             if stopping:
@@ -200,7 +240,9 @@ def _own_group(owner: StudyOwner, group: MPI.Comm) -> None:
         group.bcast(job, root=0)
         if job is None:
             break
-        owner.record(run_job(owner.session, group, job, on_step=serve_during_training))
+        decide = partial(_decide_here, owner, job["id"])
+        row = run_job(owner.session, group, job, on_step=serve_during_training, decide=decide)
+        owner.record(row)
     while owner.active:
         owner.serve(block=True)
 
@@ -213,4 +255,17 @@ def _lead_group(session: Session, group: MPI.Comm, comm: MPI.Comm, flag: StopFla
         group.bcast(job, root=0)
         if job is None:
             return
-        row = run_job(session, group, job)
+        decide = partial(_ask_owner, comm, job["id"])
+        row = run_job(session, group, job, decide=decide)
+
+
+def _decide_here(owner: StudyOwner, job_id: str, _rung: int, point: float, value: float) -> Any:
+    """The study owner's own group judges its rung with the study directly."""
+    return owner.report(job_id, point, value)
+
+
+def _ask_owner(comm: MPI.Comm, job_id: str, _rung: int, point: float, value: float) -> Any:
+    """A group leader sends its rung score to the study owner and waits for the decision
+    (the owner answers between its own steps, so at most one step later)."""
+    comm.send((job_id, point, value), dest=0, tag=Tag.SEARCH_RUNG)
+    return comm.recv(source=0, tag=Tag.SEARCH_PRUNE)

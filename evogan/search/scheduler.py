@@ -23,6 +23,7 @@ from evogan.logs import labelled_stdout
 from evogan.progress import hushed
 from evogan.search.campaign import Campaign
 from evogan.search.fitness import Evaluation, Scorer, evaluate
+from evogan.search.rungs import Decide
 from evogan.search.space import Space
 
 
@@ -66,8 +67,10 @@ def run_job(
     group: MPI.Comm,
     job: dict[str, Any],
     on_step: Callable[[Any], None] | None = None,
+    decide: Decide | None = None,
 ) -> dict[str, Any]:
-    """Collective on ``group``: train and score ``job``; its table row (same on every rank)."""
+    """Collective on ``group``: train and score ``job``; its table row (same on every rank).
+    With ``pruning`` on, the group leader's ``decide`` judges the candidate at each rung."""
     start = time.perf_counter()
     spec = session.space.spec(job["genome"])
     workdir = session.campaign.candidate_dir(job["id"])
@@ -76,7 +79,15 @@ def run_job(
     label = labelled_stdout(f"[group {session.group}] ") if group.rank == 0 else nullcontext()
     with label, hushed():  # the search's own display reports candidates; trainers only count
         result: Evaluation = evaluate(
-            session.config, spec, group, workdir, session.scorer, on_step, parent_dir
+            session.config,
+            spec,
+            group,
+            workdir,
+            session.scorer,
+            on_step,
+            parent_dir,
+            rungs=session.config.pruning.kind != "none",
+            decide=decide,
         )
     session.busy += time.perf_counter() - start
     ranks = group.allgather(MPI.COMM_WORLD.rank)

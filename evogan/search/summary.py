@@ -1,4 +1,11 @@
-"""What a campaign found: best candidates, Pareto front, counts, busy time, throughput."""
+"""What a campaign found: best candidates, Pareto front, counts, busy time, throughput.
+
+A resumed campaign writes ``summary.json`` once per session; :func:`merge_sessions` keeps every
+earlier session's own figures in ``sessions`` (a killed session, which wrote none, gets what
+the table says about it) and computes ``totals`` over the whole campaign from the table, so no
+session overwrites another. The top-level ``busy_fraction`` and ``candidates_per_hour`` are
+those totals (what ``evogan report`` shows).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +28,21 @@ KEEP = (
     "genome",
     "elapsed_s",
     "session",
+    "score_sem",
+    "member_seeds",
+    "reproduce",
+)
+SESSION_KEYS = (
+    "session",
+    "world_size",
+    "groups",
+    "complete",
+    "stopped_by_signal",
+    "session_wall_s",
+    "busy_fraction",
+    "candidates_trained_this_session",
+    "candidates_per_hour",
+    "counters",
 )
 
 
@@ -42,8 +64,28 @@ def trained(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def best_rows(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
-    ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["fitness"])]
-    return [{k: r.get(k) for k in KEEP} for r in sorted(ok, key=lambda r: r["fitness"])[:top]]
+    """The ``top`` best trained candidates. Fitness first, but candidates that tie with the
+    best remaining one within their combined standard error (sqrt(sem_a^2 + sem_b^2); no sem:
+    0) are ranked by cost (params, then FLOPs): a difference within the noise is no reason to
+    pick the bigger network. Pruned candidates are never ``ok``, so never ranked here."""
+    left = sorted(
+        (r for r in rows if r["status"] == "ok" and math.isfinite(r["fitness"])),
+        key=lambda r: r["fitness"],
+    )
+    chosen = []
+    while left and len(chosen) < top:
+        lead = left[0]
+        tied = [r for r in left if r["fitness"] - lead["fitness"] < _combined_sem(lead, r)]
+        pick = min([lead, *tied], key=lambda r: (r.get("params", 0), r.get("flops", 0)))
+        chosen.append(pick)
+        left.remove(pick)
+    return [{k: r.get(k) for k in KEEP} for r in chosen]
+
+
+def _combined_sem(a: dict[str, Any], b: dict[str, Any]) -> float:
+    sems = [r.get("score_sem") for r in (a, b)]
+    values = [v if v is not None and math.isfinite(v) else 0.0 for v in sems]
+    return math.sqrt(values[0] ** 2 + values[1] ** 2)
 
 
 def pareto_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -108,3 +150,68 @@ def build_summary(
         "best": best_rows(rows, top),
         "pareto_front": pareto_rows(rows),
     }
+
+
+def merge_sessions(
+    summary: dict[str, Any],
+    earlier: dict[str, Any],
+    rows: list[dict[str, Any]],
+    started: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """``summary`` (this session's) with every session kept and campaign ``totals``.
+
+    ``earlier``: the summary.json so far (its ``sessions`` and ``final`` are kept); ``rows``:
+    the whole table; ``started``: the manifest's sessions (start time, ranks), killed ones
+    too."""
+    own = {s["session"]: s for s in earlier.get("sessions", [])}
+    own[summary["session"]] = {k: summary.get(k) for k in SESSION_KEYS}
+    sessions = []
+    count = max(len(started), max(own) + 1)
+    for number in range(count):
+        start = started[number] if number < len(started) else {}
+        entry = own.get(number) or {"session": number, "killed": True}
+        ranks = start.get("ranks", entry.get("world_size"))
+        entry = {**entry, "started": start.get("started"), "ranks": ranks}
+        entry["candidates_in_table"] = sum(1 for r in trained(rows) if r.get("session") == number)
+        entry.setdefault("session_wall_s", _table_wall(rows, number))
+        sessions.append(entry)
+    merged = {**summary, "sessions": sessions, "totals": campaign_totals(rows, sessions)}
+    merged["busy_fraction"] = {**summary["busy_fraction"], "mean": merged["totals"]["busy"]}
+    merged["candidates_per_hour"] = merged["totals"]["candidates_per_hour"]
+    if "final" in earlier:
+        merged["final"] = earlier["final"]
+    return merged
+
+
+def campaign_totals(rows: list[dict[str, Any]], sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Figures of the whole campaign from the table: counts, and busy time as the rank-seconds
+    spent on candidates over the rank-seconds of all sessions (a killed session counts up to
+    its last finished candidate)."""
+    done = trained(rows)
+    status = Counter(r["status"] for r in rows)
+    wall = sum(s.get("session_wall_s") or 0.0 for s in sessions)
+    capacity = sum((s.get("session_wall_s") or 0.0) * (s.get("ranks") or 0) for s in sessions)
+    busy = sum((r.get("wall_s") or 0.0) * len(r.get("ranks") or []) for r in done)
+    repaired = sum(1 for r in rows if r.get("repaired"))
+    return {
+        "sessions": len(sessions),
+        "candidates_trained": len(done),
+        "status_counts": dict(status),
+        "invalid_genomes": {
+            "found": status.get("invalid", 0) + repaired,
+            "repaired": repaired,
+            "rejected": status.get("invalid", 0),
+        },
+        "pruned": status.get("pruned", 0),
+        "wall_s": wall,
+        "busy_rank_s": busy,
+        "busy": busy / capacity if capacity > 0 else 0.0,
+        "candidates_per_hour": 3600.0 * len(done) / wall if wall > 0 else 0.0,
+    }
+
+
+def _table_wall(rows: list[dict[str, Any]], number: int) -> float:
+    """A session without a summary (killed): campaign time from its start to its last row."""
+    before = [r.get("elapsed_s", 0.0) for r in rows if r.get("session", 0) < number]
+    mine = [r.get("elapsed_s", 0.0) for r in rows if r.get("session") == number]
+    return max(0.0, max(mine, default=0.0) - max(before, default=0.0)) if mine else 0.0

@@ -1,0 +1,151 @@
+"""The final significance step of a search campaign and the reproduce command of a table row.
+
+Under real ``mpirun -n 4`` (2 groups x 2 ranks): a tiny campaign ends by re-training its best
+candidate and the base spec with 2 fresh seeds each and writes ``final`` into summary.json; a
+row's ``reproduce`` command gives the table's score again; ``evogan report --final`` re-runs the
+step for a summary without one and gets the same numbers. Without MPI: the config refuses
+``final.retrain_seeds`` below 2, the step's seeds are fresh, and ``final`` and its table hold
+failures as worst scores."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from evogan.config import load_config
+from evogan.config.search import SearchConfig
+from evogan.errors import ConfigError
+from evogan.physics import WORST
+from evogan.search import resolve_base
+from evogan.search.final import BASELINE, build_final, final_seeds
+from evogan.search.fitness import member_seeds
+from tests.conftest import REPO, evogan, mpirun
+
+TINY = REPO / "configs" / "arch_search_tiny.yaml"
+
+
+def _config(tmp_path: Path, **changes) -> Path:
+    """The campaign tests' tiny config with two members per candidate."""
+    from tests.test_search_campaign import _config as tiny_config
+
+    fitness = {"members": 2, "beta": 0.5, "test_events": 20, "energy_bins": 2}
+    return tiny_config(tmp_path, **{"fitness": fitness, **changes})
+
+
+def test_retrain_seeds_below_two_is_refused(tmp_path: Path) -> None:
+    path = _config(tmp_path, final={"retrain_seeds": 1})
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert "final.retrain_seeds = 1" in message and "greater than or equal to 2" in message
+    assert "\n" not in message
+    result = evogan("search", str(_config(tmp_path)), "--set", "final.retrain_seeds=1")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "final.retrain_seeds" in lines[0] and "1" in lines[0]
+
+
+def test_final_seeds_are_fresh_and_reproducible(tmp_path: Path) -> None:
+    config = load_config(_config(tmp_path, final={"retrain_seeds": 5, "top": 2}))
+    assert isinstance(config, SearchConfig)
+    seeds = final_seeds(config)
+    assert len(set(seeds)) == 5 and seeds == final_seeds(config)
+    assert not set(seeds) & set(member_seeds(config, 5))
+    other = config.model_copy(update={"seed": 1})
+    assert not set(seeds) & set(final_seeds(other))
+
+
+def test_final_counts_failures_as_worst_and_tests_against_the_baseline(tmp_path: Path) -> None:
+    from evogan.plots.search import CampaignRecord, final_table
+
+    config = resolve_base(load_config(_config(tmp_path)), _config(tmp_path))
+    seeds = [11, 12, 13, 14]
+    row = {"id": "t00001", "fitness": 1.0, "genome": {"g_filters": 3}}
+    entries = [("t00001", config.spec, row), (BASELINE, config.spec, None)]
+    good = [1.0, 1.1, 1.2, 1.3]
+    outcomes = {(0, s): (good[s], "") for s in range(4)}
+    outcomes.update({(1, s): (3.0 + s, "") for s in range(3)})
+    outcomes[(1, 3)] = (WORST, "nan: training losses became NaN or infinite")
+    final = build_final(config, entries, seeds, outcomes, wall_s=1.0)
+    json.dumps(final, allow_nan=False)  # strict JSON as summary.json is written
+    (candidate,), baseline = final["candidates"], final["baseline"]
+    assert baseline["scores"] == [3.0, 4.0, 5.0, WORST]
+    assert baseline["failed"] == [{"seed": 14, "reason": outcomes[(1, 3)][1]}]
+    assert candidate["p_value"] == pytest.approx(1 / 70) and candidate["better"]
+    assert candidate["method"] == "exact" and candidate["campaign_fitness"] == 1.0
+    assert candidate["mean"] == pytest.approx(1.15)
+    assert candidate["sem"] == pytest.approx(0.12909944 / 2)
+    record = CampaignRecord("ga (x)", tmp_path, [], {"final": final})
+    table = final_table([record])
+    assert "| ga (x) | t00001 | 1, 1.1, 1.2, 1.3 |" in table
+    assert "yes (p=0.0143)" in table and "(baseline)" in table
+    assert "baseline, seed 14: nan: training losses" in table
+
+
+def _env_cache(tmp_path: Path) -> None:
+    os.environ["EVOGAN_CACHE_DIR"] = str(tmp_path / "cache")
+
+
+def _launch(command: str) -> list[str]:
+    """``[mpirun -n N] evogan ARGS`` (a row's reproduce command) as conftest.mpirun args."""
+    words = shlex.split(command)
+    ranks = int(words[2]) if words[0] == "mpirun" else 1
+    evogan_at = words.index("evogan")
+    return [str(ranks), "-m", "evogan", *words[evogan_at + 1 :]]
+
+
+def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
+    config = _config(tmp_path, candidates=4, final={"retrain_seeds": 2, "top": 1})
+    out = tmp_path / "ga"
+    _env_cache(tmp_path)
+    try:
+        result = mpirun(4, ["-m", "evogan", "search", str(config), "--run-dir", str(out)], 180)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "better than baseline:" in result.stdout
+        summary = json.loads((out / "summary.json").read_text())
+        final = summary["final"]
+        (candidate,) = final["candidates"]
+        assert candidate["id"] == summary["best"][0]["id"]
+        for block in (candidate, final["baseline"]):
+            assert len(block["scores"]) == 2 and all(math.isfinite(v) for v in block["scores"])
+            assert block["mean"] == pytest.approx(sum(block["scores"]) / 2)
+            for s in range(2):
+                assert (out / "final" / block["id"] / f"seed-{s}" / "member-0").is_dir()
+        assert final["baseline"]["id"] == BASELINE and final["retrain_seeds"] == 2
+        assert 0 < candidate["p_value"] <= 1 and candidate["better"] is False  # 2 seeds: p >= 1/6
+        rows = {}
+        for path in (out / "table").glob("*.jsonl"):
+            rows.update({r["id"]: r for r in map(json.loads, path.read_text().splitlines())})
+        best = rows[candidate["id"]]
+        assert len(best["member_seeds"]) == 2 and best["score_sem"] is not None
+        assert best["reproduce"].startswith(f"mpirun -n 2 evogan report {out} --reproduce ")
+
+        # The row's own command re-trains member 1 with its seed and gets its table score.
+        assert best["reproduce"].endswith(f"{candidate['id']}:0")
+        ranks, *args = _launch(best["reproduce"][: -len(":0")] + ":1")
+        again = mpirun(int(ranks), args, 120)
+        assert again.returncode == 0, again.stderr[-3000:]
+        (line,) = [x for x in again.stdout.splitlines() if x.startswith("reproduce:")]
+        score = float(line.split("score ")[1].split()[0])
+        assert score == pytest.approx(best["member_scores"][1], rel=1e-6), line
+
+        # Without `final`, report --final runs the step again, with the same numbers.
+        summary.pop("final")
+        (out / "summary.json").write_text(json.dumps(summary))
+        report = tmp_path / "report"
+        args = ["-m", "evogan", "report", str(out), "--out", str(report), "--final"]
+        again = mpirun(2, args, 180)
+        assert again.returncode == 0, again.stderr[-3000:]
+        redone = json.loads((out / "summary.json").read_text())["final"]
+        for key in ("candidates", "baseline", "seeds"):
+            assert json.dumps(redone[key]) == json.dumps(final[key])
+        text = (report / "report.md").read_text()
+        assert f"| {candidate['id']} |" in text and "better than baseline" in text
+        assert best["reproduce"] in text
+    finally:
+        del os.environ["EVOGAN_CACHE_DIR"]
