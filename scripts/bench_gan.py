@@ -3,6 +3,8 @@
     python scripts/bench_gan.py                       # variable-angle spec, batch 8
     python scripts/bench_gan.py --spec configs/gan3d_fixed25.yaml --batch 16 --json out.json
     python scripts/bench_gan.py --device cuda --batch 128 --steps 10 --inference-batch 512
+    python scripts/bench_gan.py --precision bf16 --channels-last      # trainer.precision etc.
+    python scripts/bench_gan.py --spec configs/gan3d_tiny.yaml --compare  # table of variants
 
 FLOPs per training sample are counted from the spec's layer shapes (conv and dense layers,
 2 FLOPs per multiply-accumulate; batch norm, activations and pooling are not counted):
@@ -21,6 +23,12 @@ On a GPU, cuDNN runs float32 convolutions in TF32 by default while a float32 mat
 so the run measures both matmul rates and bounds against the faster (TF32) one; cuDNN
 autotuning is on, as in the trainer. Timings synchronise the device.
 
+``--precision``, ``--channels-last`` and ``--compile`` run the step and the generator as the
+trainer's options of the same names do (:mod:`evogan.gan3d.precision`; inference under bf16
+autocast returns bf16-rounded showers). ``--compare`` times float32, bf16, channels-last and
+both (and each compiled too, with ``--compile``) one after another, training and inference only
+(no FLOP bound), as a quick table; compilation happens in the warm-up steps, not the timed ones.
+
 Functions are small and importable, so other sections (``--parallel``: the communication
 share of the data-parallel trainer) can reuse :func:`step_flops`, :func:`matmul_rate` and
 :func:`train_rate`.
@@ -31,11 +39,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from evogan.gan3d.networks import build_models
+from evogan.gan3d.precision import ForwardOptions
 from evogan.gan3d.spec import GanSpec, Layer, discriminator_layers, generator_layers, load_spec
 from evogan.gan3d.step import GanStep
 from evogan.physics.validation import generate_showers
@@ -103,14 +113,19 @@ def _batch(spec: GanSpec, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
 
 
 def train_rate(
-    spec: GanSpec, batch: int, steps: int, warmup: int = 1, device: str | torch.device = "cpu"
+    spec: GanSpec,
+    batch: int,
+    steps: int,
+    warmup: int = 1,
+    device: str | torch.device = "cpu",
+    forward: ForwardOptions | None = None,
 ) -> float:
     """Training samples/s of ``GanStep.train_step`` (best step after ``warmup`` steps), with
     the batch already on ``device``."""
     device = torch.device(device)
     generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
     rng = torch.Generator(device).manual_seed(1)  # on the device, as in the trainer
-    step = GanStep(spec, generator, discriminator, rng, device=device)
+    step = GanStep(spec, generator, discriminator, rng, device=device, forward=forward)
     ecal, energy, theta = (t.to(device) for t in _batch(spec, batch))
     for _ in range(warmup):
         step.train_step(ecal, energy, theta)
@@ -125,31 +140,64 @@ def train_rate(
 
 
 def inference_ms(
-    spec: GanSpec, batch: int, repeats: int = 3, device: str | torch.device = "cpu"
+    spec: GanSpec,
+    batch: int,
+    repeats: int = 3,
+    device: str | torch.device = "cpu",
+    forward: ForwardOptions | None = None,
 ) -> float:
     """Milliseconds per generated shower (eval mode, no grad, cells back in GeV on the host)."""
+    forward = forward or ForwardOptions()
     generator, _ = build_models(spec, torch.Generator().manual_seed(0))
-    generator.to(device)
+    network = forward.prepare(generator.to(device))
+    if forward.precision != "float32":
+        network = Autocast(generator, forward, torch.device(device))
     _, energy, theta = _batch(spec, batch)
     rng = torch.Generator(device).manual_seed(2)
-    generate_showers(spec, generator, energy.numpy(), theta.numpy(), rng, batch)
+    generate_showers(spec, network, energy.numpy(), theta.numpy(), rng, batch)
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        generate_showers(spec, generator, energy.numpy(), theta.numpy(), rng, batch)
+        generate_showers(spec, network, energy.numpy(), theta.numpy(), rng, batch)
         best = min(best, time.perf_counter() - start)
     return 1e3 * best / batch
 
 
+class Autocast(torch.nn.Module):
+    """A generator run under the forward options' autocast, returning float32 showers."""
+
+    def __init__(
+        self, generator: torch.nn.Module, forward: ForwardOptions, device: torch.device
+    ) -> None:
+        super().__init__()
+        self.generator, self.options, self.device = generator, forward, device
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        with self.options.autocast(self.device):
+            return self.generator(latent).float()
+
+
+def _warmup(on_gpu: bool, forward: ForwardOptions) -> int:
+    """Untimed steps: cuDNN autotuning on a GPU, compilation (two step kinds) when compiled."""
+    return max(3 if on_gpu else 1, 2 if forward.compile else 1)
+
+
 def single_process(
-    spec: GanSpec, batch: int, steps: int, inference_batch: int, device: str = "cpu"
+    spec: GanSpec,
+    batch: int,
+    steps: int,
+    inference_batch: int,
+    device: str = "cpu",
+    forward: ForwardOptions | None = None,
 ) -> dict:
     """The single-process section: FLOPs, matmul rate, training rate, efficiency, inference."""
+    forward = forward or ForwardOptions()
     on_gpu = torch.device(device).type == "cuda"
     size = 8192 if on_gpu else 2048
     flops = step_flops(spec)
     before = matmul_rate(size, device=device)
-    samples = train_rate(spec, batch, steps, warmup=3 if on_gpu else 1, device=device)
+    warmup = _warmup(on_gpu, forward)
+    samples = train_rate(spec, batch, steps, warmup=warmup, device=device, forward=forward)
     rate = max(before, matmul_rate(size, device=device))  # the faster: a conservative bound
     extra = {}
     if on_gpu:
@@ -159,6 +207,7 @@ def single_process(
     return {
         "spec": spec.name,
         "device": device,
+        "forward": asdict(forward),
         **extra,
         "threads": torch.get_num_threads(),
         "batch": batch,
@@ -168,7 +217,9 @@ def single_process(
         "flop_bound_samples_per_s": bound,
         "efficiency": samples / bound,
         "achieved_gflops": samples * flops["train_step"] / 1e9,
-        "inference_ms_per_shower": inference_ms(spec, inference_batch, device=device),
+        "inference_ms_per_shower": inference_ms(
+            spec, inference_batch, device=device, forward=forward
+        ),
         "inference_gflops_per_shower": flops["generator_forward"] / 1e9,
     }
 
@@ -181,8 +232,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--inference-batch", type=int, default=32)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    parser.add_argument("--precision", choices=("float32", "bf16"), default="float32")
+    parser.add_argument("--channels-last", action="store_true", help="channels_last_3d layout")
+    parser.add_argument("--compile", action="store_true", help="torch.compile G and D forward")
+    parser.add_argument(
+        "--compare", action="store_true", help="time forward variants side by side (see above)"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     return parser
+
+
+def variants(compiled: bool) -> list[ForwardOptions]:
+    """float32, bf16, channels-last and bf16 + channels-last; also compiled with ``compiled``."""
+    plain = [
+        ForwardOptions(precision, layout)
+        for layout in (False, True)
+        for precision in ("float32", "bf16")
+    ]
+    return plain + [ForwardOptions(o.precision, o.channels_last, True) for o in plain if compiled]
+
+
+def compare(spec: GanSpec, args: argparse.Namespace) -> list[dict]:
+    """Training samples/s and inference ms/shower of every variant, one after another."""
+    on_gpu = args.device.startswith("cuda")
+    rows = []
+    for forward in variants(args.compile):
+        warmup = _warmup(on_gpu, forward)
+        rate = train_rate(spec, args.batch, args.steps, warmup, args.device, forward)
+        ms = inference_ms(spec, args.inference_batch, device=args.device, forward=forward)
+        rows.append({**asdict(forward), "train_samples_per_s": rate, "inference_ms": ms})
+        name = f"{forward.precision}{' channels-last' if forward.channels_last else ''}"
+        name += " compiled" if forward.compile else ""
+        print(f"{name:32s} {rate:10.2f} samples/s {ms:10.3f} ms/shower", flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -196,7 +278,15 @@ def main(argv: list[str] | None = None) -> dict:
         torch.backends.cudnn.benchmark = True
     where = args.device if args.device != "cpu" else f"{torch.get_num_threads()} thread(s)"
     print(f"benchmarking {spec.name} on {where}...", flush=True)
-    single = single_process(spec, args.batch, args.steps, args.inference_batch, args.device)
+    if args.compare:
+        result = {"compare": compare(spec, args), "batch": args.batch, "device": args.device}
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return result
+    forward = ForwardOptions(args.precision, args.channels_last, args.compile)
+    single = single_process(
+        spec, args.batch, args.steps, args.inference_batch, args.device, forward
+    )
     result = {"single_process": single}
     print(
         f"train: {single['train_samples_per_s']:.3f} samples/s at batch {args.batch} "

@@ -19,6 +19,12 @@ class ParallelConfig(StrictModel):
     inner ring used every step, their leaders an outer ring fed every ``outer_every`` epochs;
     ``rma`` moves the inner ring into MPI one-sided windows.
 
+    ``backend`` carries the sync all-reduce: ``mpi`` (host buffers, any MPI), ``gloo`` or
+    ``nccl`` (torch.distributed, set up from the MPI communicator, all-reduce overlapped with
+    the backward pass), ``auto`` (nccl for more than one rank on CUDA when torch has NCCL, else
+    mpi). ``precision``, ``channels_last`` and ``compile`` choose how the G and D forward passes
+    run (:mod:`evogan.gan3d.precision`).
+
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
     set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
     and keeps the best one (docs/gan.md).
@@ -35,6 +41,10 @@ class ParallelConfig(StrictModel):
     bucket_mb: float = Field(default=4.0, gt=0)
     ring_depth: PositiveInt = 2
     device: Literal["cpu", "cuda"] = "cpu"
+    backend: Literal["auto", "mpi", "gloo", "nccl"] = "auto"
+    precision: Literal["float32", "bf16"] = "float32"
+    channels_last: bool = False
+    compile: bool = False
     validate_every: PositiveInt | None = None
     validate_every_seconds: float | None = Field(default=None, gt=0)
     validation_events: PositiveInt | None = None
@@ -50,6 +60,16 @@ class ParallelConfig(StrictModel):
             raise ConfigError(
                 f"trainer.group_size applies to trainer.mode = 'arar' only, got "
                 f"trainer.group_size = {self.group_size!r} with trainer.mode = 'sync'"
+            )
+        if self.backend in ("gloo", "nccl") and self.mode != "sync":
+            raise ConfigError(
+                f"trainer.backend = {self.backend!r} applies to trainer.mode = 'sync' only (arar "
+                "rings use MPI); use trainer.backend: mpi or auto"
+            )
+        if self.backend == "nccl" and self.device != "cuda":
+            raise ConfigError(
+                f"trainer.backend = 'nccl' needs trainer.device = 'cuda', got trainer.device = "
+                f"{self.device!r}; on CPU use trainer.backend: mpi, gloo or auto"
             )
         if self.validate_every is not None and self.validate_every > self.epochs:
             raise ConfigError(

@@ -11,6 +11,8 @@ the wall-clock timing and calls the strategy's ``_exchange``):
   whatever has arrived from the left (never waiting); with grouping, the group leaders also form
   an outer ring that is fed, every ``outer_every`` epochs, with the leader's group-averaged
   gradient, and drained every step. ``rma=True`` moves the inner ring into RMA windows.
+- :class:`~evogan.gan3d.overlap.OverlappedAllreduce`: the sync average over a gloo or NCCL
+  group, started bucket by bucket during the backward pass.
 
 The exchange replaces ``p.grad`` in place; the optimizer step stays with the caller.
 """
@@ -134,8 +136,7 @@ class ExchangeStats:
 class GradientExchange(ABC):
     """Base class: owns timing and counters; a strategy implements :meth:`_exchange`."""
 
-    def __init__(self, params: Iterable[torch.Tensor]) -> None:
-        self.flat = FlatBuffer(list(params))
+    def __init__(self) -> None:
         self.stats = ExchangeStats()
 
     def exchange(self, outer: bool = False) -> float:
@@ -169,7 +170,8 @@ class SyncAllreduce(GradientExchange):
         params: Iterable[torch.Tensor],
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
     ) -> None:
-        super().__init__(params)
+        super().__init__()
+        self.flat = FlatBuffer(list(params))
         self.comm = comm
         self._buckets = self.flat.buckets(bucket_bytes)
 
@@ -187,7 +189,8 @@ class RingExchange(GradientExchange):
     def __init__(
         self, layout: Layout, params: Iterable[torch.Tensor], rma: bool = False, depth: int = 2
     ) -> None:
-        super().__init__(params)
+        super().__init__()
+        self.flat = FlatBuffer(list(params))
         size = self.flat.numel
         self.inner: AsyncRing | RmaRing = (
             RmaRing(layout.group, size) if rma else AsyncRing(layout.group, size, depth)

@@ -81,7 +81,11 @@ def gan_loss(
     targets: dict[str, torch.Tensor],
     weights: LossWeights,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Weighted sum over the heads the discriminator has; also returns each term unweighted."""
+    """Weighted sum over the heads the discriminator has; also returns each term unweighted.
+
+    Outputs are cast to float32 first: under bf16 autocast the heads come out in bf16, and the
+    loss terms (a MAPE in percent, a BCE near its minimum) need float32's resolution."""
+    outputs = {name: value.float() for name, value in outputs.items()}
     parts = {"real_fake": bce(outputs["real_fake"], labels)}
     if "energy" in outputs:
         parts["energy"] = mape(outputs["energy"], targets["energy"])

@@ -5,8 +5,9 @@ everything the modes do differently, so no other module compares mode names:
 
 - :class:`SyncMode`: every rank holds identical replicas of both networks, draws its block of
   one shared random stream (``GanStep.shard``) and averages both networks' gradients with
-  all-reduce every step; the ranks stop together after any step, rank 0 checkpoints for all,
-  and saved or validated generators carry the ranks' mean batch-norm statistics.
+  all-reduce every step (over MPI, or over a gloo/NCCL group: ``trainer.backend``); the
+  ranks stop together after any step, rank 0 checkpoints for all, and saved or validated
+  generators carry the ranks' mean batch-norm statistics.
 - :class:`ArarMode` (SAGIPS): one generator start shared by all, a discriminator of its own on
   every rank, generator gradients passed around rings without waiting; every rank checkpoints
   its own state and every rank's generator is an ensemble member.
@@ -23,6 +24,7 @@ import torch
 
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import GroupSize, Layout
+from evogan.distributed.torch_group import TorchGroup
 from evogan.engine.seeding import torch_generator
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.data_parallel import (
@@ -32,6 +34,8 @@ from evogan.gan3d.data_parallel import (
     broadcast_parameters,
 )
 from evogan.gan3d.networks import Discriminator, Generator, build_models
+from evogan.gan3d.overlap import OverlappedAllreduce
+from evogan.gan3d.precision import ForwardOptions
 from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.step import GanStep
 from evogan.store import BEST_MODEL
@@ -45,15 +49,20 @@ class ParallelGanStep:
 
     The order of :meth:`GanStep.train_step` (one discriminator update, then
     ``generator_steps`` generator updates) with an exchange between every backward pass and
-    optimiser step.
+    optimiser step. ``group`` is the torch.distributed group the exchanges use, if any.
     """
 
     def __init__(
-        self, step: GanStep, g_exchange: GradientExchange, d_exchange: GradientExchange | None
+        self,
+        step: GanStep,
+        g_exchange: GradientExchange,
+        d_exchange: GradientExchange | None,
+        group: TorchGroup | None = None,
     ) -> None:
         self.step = step
         self.g_exchange = g_exchange
         self.d_exchange = d_exchange
+        self.group = group
 
     def train_step(
         self, real: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None, outer: bool
@@ -103,7 +112,13 @@ class ParallelGanStep:
         self.g_exchange.close()
         if self.d_exchange is not None:
             self.d_exchange.close()
+        self.release()
         return self.exchange_stats()
+
+    def release(self) -> None:
+        """Shut down the torch.distributed group (local, so also safe after an error)."""
+        if self.group is not None:
+            self.group.close()
 
 
 class Mode(ABC):
@@ -124,9 +139,17 @@ class Mode(ABC):
 
     @abstractmethod
     def build(
-        self, spec: GanSpec, layout: Layout, seed: int, device: str = "cpu"
+        self,
+        spec: GanSpec,
+        layout: Layout,
+        seed: int,
+        device: str = "cpu",
+        *,
+        backend: str = "mpi",
+        forward: ForwardOptions | None = None,
     ) -> ParallelGanStep:
-        """Networks, optimisers, random streams and exchanges of this rank (collective)."""
+        """Networks, optimisers, random streams and exchanges of this rank (collective);
+        ``backend`` carries sync mode's all-reduce (see :func:`evogan.gan3d.setup.rank_backend`)."""
 
     @abstractmethod
     def members(self, ranks: int) -> int:
@@ -146,21 +169,36 @@ class SyncMode(Mode):
     replicas = True
 
     def build(
-        self, spec: GanSpec, layout: Layout, seed: int, device: str = "cpu"
+        self,
+        spec: GanSpec,
+        layout: Layout,
+        seed: int,
+        device: str = "cpu",
+        *,
+        backend: str = "mpi",
+        forward: ForwardOptions | None = None,
     ) -> ParallelGanStep:
         world = layout.world
         # identical replicas (the broadcasts below also guard against drift)
         generator, discriminator = build_models(spec, torch_generator(seed, "gan3d", "init"))
         rng = torch_generator(seed, "gan3d", "step", device=device)
-        step = GanStep(spec, generator, discriminator, rng, device)
+        step = GanStep(spec, generator, discriminator, rng, device, forward)
         broadcast_parameters(world, generator.parameters())
         step.shard = (world.rank, world.size)
         broadcast_parameters(world, discriminator.parameters())
         bucket = int(self.settings.bucket_mb * 2**20)
+        if backend == "mpi":
+            return ParallelGanStep(
+                step,
+                SyncAllreduce(world, generator.parameters(), bucket),
+                SyncAllreduce(world, discriminator.parameters(), bucket),
+            )
+        group = TorchGroup(world, backend, device)
         return ParallelGanStep(
             step,
-            SyncAllreduce(world, generator.parameters(), bucket),
-            SyncAllreduce(world, discriminator.parameters(), bucket),
+            OverlappedAllreduce(group, generator.parameters(), bucket),
+            OverlappedAllreduce(group, discriminator.parameters(), bucket),
+            group,
         )
 
     def members(self, ranks: int) -> int:
@@ -179,7 +217,14 @@ class ArarMode(Mode):
         return self.settings.group_size
 
     def build(
-        self, spec: GanSpec, layout: Layout, seed: int, device: str = "cpu"
+        self,
+        spec: GanSpec,
+        layout: Layout,
+        seed: int,
+        device: str = "cpu",
+        *,
+        backend: str = "mpi",
+        forward: ForwardOptions | None = None,
     ) -> ParallelGanStep:
         rank = layout.world.rank
         # one shared generator start, a discriminator of its own on every rank
@@ -188,7 +233,7 @@ class ArarMode(Mode):
             spec, torch_generator(seed, "gan3d", "init-discriminator", rank)
         )
         rng = torch_generator(seed, "gan3d", "step", rank, device=device)
-        step = GanStep(spec, generator, discriminator, rng, device)
+        step = GanStep(spec, generator, discriminator, rng, device, forward)
         broadcast_parameters(layout.world, generator.parameters())
         settings = self.settings
         ring = RingExchange(
@@ -212,7 +257,14 @@ def mode_for(settings: ParallelConfig) -> Mode:
 
 
 def build_parallel_step(
-    spec: GanSpec, settings: ParallelConfig, layout: Layout, seed: int, device: str = "cpu"
+    spec: GanSpec,
+    settings: ParallelConfig,
+    layout: Layout,
+    seed: int,
+    device: str = "cpu",
+    *,
+    backend: str = "mpi",
+    forward: ForwardOptions | None = None,
 ) -> ParallelGanStep:
     """This rank's parallel step for ``settings.mode`` (collective)."""
-    return mode_for(settings).build(spec, layout, seed, device)
+    return mode_for(settings).build(spec, layout, seed, device, backend=backend, forward=forward)

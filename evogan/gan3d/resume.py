@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from mpi4py import MPI
 
+from evogan.config.base import validate
 from evogan.config.gan import Gan3dConfig
 from evogan.config.resume import is_resume_safe
 from evogan.errors import EvoganError
@@ -58,7 +59,9 @@ def check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
     """Refuse, naming the key, a config that would not continue the stored computation: a key
     may differ from the stored config only where ``--set`` may change it on resume
     (:data:`evogan.config.resume.RESUME_SAFE`), so the CLI and the Python API keep one rule."""
-    stored = yaml.safe_load(run.file(CONFIG).read_text())
+    raw = yaml.safe_load(run.file(CONFIG).read_text())
+    # keys added since the run was made count as their defaults
+    stored = validate(Gan3dConfig, raw, source=str(run.file(CONFIG))).model_dump(mode="json")
     for key, old, new in _differences(stored, config.model_dump(mode="json")):
         if not is_resume_safe("gan3d", key):
             section = key.partition(".")[0]

@@ -1,6 +1,7 @@
 """What a GAN training settles before its first step: the device and cores of each rank, the
-data each rank reads, the batch and epoch length, and the run manifest. Problems a user can fix
-(no GPU, too little data) are refused here in one line, before any run directory exists."""
+gradient all-reduce backend and how forward passes run, the data each rank reads, the batch and
+epoch length, and the run manifest. Problems a user can fix (no GPU, no NCCL, too little data)
+are refused here in one line, before any run directory exists."""
 
 from __future__ import annotations
 
@@ -17,12 +18,19 @@ from evogan import __version__
 from evogan.config.data import DataConfig
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout
+from evogan.distributed.torch_group import backend_available
 from evogan.errors import EvoganError
+from evogan.gan3d.precision import ForwardOptions, compile_problem
 from evogan.gan3d.validation import MIN_VALIDATION_EVENTS
 
 
 def rank_device(settings: ParallelConfig, world: MPI.Comm) -> str:
     """``cpu``, or the GPU of this rank among those of its node."""
+    if settings.backend == "nccl" and not torch.cuda.is_available():
+        raise EvoganError(
+            "trainer.backend = 'nccl' needs a CUDA GPU but torch sees none; use trainer.backend: "
+            "mpi, gloo or auto with trainer.device: cpu"
+        )
     if settings.device == "cpu":
         return "cpu"
     if not torch.cuda.is_available():
@@ -32,6 +40,63 @@ def rank_device(settings: ParallelConfig, world: MPI.Comm) -> str:
     node.Free()
     torch.backends.cudnn.benchmark = True  # shapes are fixed for a whole training: autotune once
     return f"cuda:{local % torch.cuda.device_count()}"
+
+
+def rank_backend(settings: ParallelConfig, device: str, ranks: int) -> str:
+    """The backend of sync mode's gradient all-reduce: ``mpi``, ``gloo`` or ``nccl`` (arar:
+    always ``mpi``); ``auto`` takes nccl on CUDA when torch has it and there is more than one
+    rank to reduce over, else mpi."""
+    backend = settings.backend
+    if settings.mode != "sync":
+        return "mpi"
+    if backend == "auto":
+        gpu = device.startswith("cuda") and ranks > 1
+        return "nccl" if gpu and backend_available("nccl") else "mpi"
+    if backend != "mpi" and not backend_available(backend):
+        others = ", ".join(b for b in ("mpi", "gloo", "nccl") if b != backend)
+        raise EvoganError(
+            f"trainer.backend = {backend!r} but this torch ({torch.__version__}) has no "
+            f"{backend} backend; use trainer.backend: {others} or auto"
+        )
+    return backend
+
+
+def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> ForwardOptions:
+    """``trainer.precision``, ``channels_last`` and ``compile`` for this rank (collective):
+    bf16 on a GPU without it is refused; where torch.compile fails on any rank, every rank runs
+    eagerly and rank 0 says why."""
+    gpu = device.startswith("cuda")
+    if settings.precision == "bf16" and gpu and not torch.cuda.is_bf16_supported():
+        name = torch.cuda.get_device_name(device)
+        raise EvoganError(
+            f"trainer.precision = 'bf16' but {name} has no bfloat16 support; use "
+            "trainer.precision: float32"
+        )
+    compiled = settings.compile
+    if compiled:
+        problems = [p for p in world.allgather(compile_problem(device)) if p is not None]
+        if problems:
+            compiled = False
+            if world.rank == 0:
+                print(
+                    f"trainer.compile = true but torch.compile does not work here "
+                    f"({problems[0]}); G and D run eagerly",
+                    flush=True,
+                )
+    return ForwardOptions(settings.precision, settings.channels_last, compiled)
+
+
+def announce_ring_transport(settings: ParallelConfig, device: str, world: MPI.Comm) -> None:
+    """arar on GPUs: say (rank 0) that ring gradients go through host memory, and whether the
+    MPI could move device buffers instead."""
+    if settings.mode == "arar" and device.startswith("cuda") and world.rank == 0:
+        from evogan.distributed.cuda_aware import describe_cuda_awareness
+
+        print(
+            f"trainer.mode = 'arar' on GPUs: ring gradients are copied through host memory "
+            f"(device-buffer rings are not implemented; this MPI {describe_cuda_awareness()})",
+            flush=True,
+        )
 
 
 def share_cores(world: MPI.Comm) -> None:
@@ -78,9 +143,16 @@ def batch_shape(
 
 
 def manifest(
-    seed: int, settings: ParallelConfig, layout: Layout, layouts: list[dict[str, Any]]
+    seed: int,
+    settings: ParallelConfig,
+    layout: Layout,
+    layouts: list[dict[str, Any]],
+    backend: str = "mpi",
+    forward: ForwardOptions | None = None,
 ) -> dict[str, Any]:
-    """The run's ``manifest.json``: versions, seed, mode and where every rank ran."""
+    """The run's ``manifest.json``: versions, seed, mode, the resolved all-reduce backend and
+    forward options, and where every rank ran."""
+    forward = forward or ForwardOptions()
     return {
         "task": "gan3d",
         "evogan": __version__,
@@ -91,6 +163,10 @@ def manifest(
         "seed": seed,
         "mode": settings.mode,
         "rma": settings.rma,
+        "backend": backend,
+        "precision": forward.precision,
+        "channels_last": forward.channels_last,
+        "compile": forward.compile,
         "world_size": layout.world.size,
         "groups": len({entry["group"] for entry in layouts}),
         "ranks": layouts,

@@ -11,6 +11,9 @@ documented differences from Keras: the two discriminator halves are averaged int
 instead of two, and generated images for the discriminator come from the generator in
 training mode (batch statistics) rather than from its moving averages.
 
+``forward`` (:class:`~evogan.gan3d.precision.ForwardOptions`) picks how both forward passes
+run (bf16 autocast, channels-last, compiled); losses and backward passes stay outside autocast.
+
 Cells enter in GeV; ``to_network`` / ``to_gev`` apply and undo the spec's cell
 transform (``(cell_scale * GeV) ** cell_power``), the same functions generation uses
 (:mod:`evogan.gan3d.networks`).
@@ -30,6 +33,7 @@ from evogan.gan3d.networks import (
     to_gev,
     to_network,
 )
+from evogan.gan3d.precision import ForwardOptions
 from evogan.gan3d.spec import GanSpec
 
 
@@ -43,11 +47,13 @@ class GanStep:
         discriminator: Discriminator,
         generator_rng: torch.Generator,
         device: str | torch.device = "cpu",
+        forward: ForwardOptions | None = None,
     ) -> None:
         self.spec = spec
         self.device = torch.device(device)
-        self.generator = generator.to(self.device)
-        self.discriminator = discriminator.to(self.device)
+        self.forward = forward or ForwardOptions()
+        self.generator = self.forward.prepare(generator.to(self.device))
+        self.discriminator = self.forward.prepare(discriminator.to(self.device))
         self.rng = generator_rng
         self.shard = (0, 1)  # (rank, ranks) of a synchronous data-parallel run; see make_latent
         self.discriminator.set_dropout_generator(generator_rng)
@@ -59,7 +65,7 @@ class GanStep:
 
     def to_network(self, ecal_gev: torch.Tensor) -> torch.Tensor:
         """Real cells in GeV (tensor or numpy) -> discriminator input on this step's device."""
-        return to_network(self.spec, self._cells(ecal_gev))
+        return self.forward.image(to_network(self.spec, self._cells(ecal_gev)))
 
     def discriminator_grads(
         self, real_ecal: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None
@@ -71,9 +77,10 @@ class GanStep:
         self._last_real_sum = targets["ecal_sum"]
         if self.spec.loss_weights.width > 0:
             self._last_real_width = transverse_width(self._cells(real_ecal).clamp_min(0.0))
-        with torch.no_grad():
+        with torch.no_grad(), self.forward.autocast(self.device):
             self.generator.train()
             fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
+        fake = self.forward.image(fake)
         self.discriminator.train()
         self.d_optimizer.zero_grad(set_to_none=True)
         flip, n = self.spec.label_flip, real.shape[0]
@@ -81,12 +88,9 @@ class GanStep:
         total = torch.zeros((), device=self.device)
         for name, images, label in (("real", real, 1.0), ("fake", fake, 0.0)):
             labels = flipped_labels(label, n, flip, self.rng, self.device, self.shard)
-            loss, parts = gan_loss(
-                self.discriminator(images, targets["energy"]),
-                labels,
-                targets,
-                self.spec.loss_weights,
-            )
+            with self.forward.autocast(self.device):
+                outputs = self.discriminator(images, targets["energy"])
+            loss, parts = gan_loss(outputs, labels, targets, self.spec.loss_weights)
             total = total + 0.5 * loss
             metrics[f"d_{name}_loss"] = float(loss.detach())
             for key, value in parts.items():
@@ -126,12 +130,13 @@ class GanStep:
         for p in frozen:
             p.requires_grad_(False)
         try:
-            fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
+            latent = make_latent(self.spec, energy, theta, self.rng, self.shard)
+            with self.forward.autocast(self.device):
+                fake = self.forward.image(self.generator(latent))
+                outputs = self.discriminator(fake, targets["energy"])
             labels = torch.ones(batch_size, device=self.device)
             weights = self.spec.loss_weights
-            loss, parts = gan_loss(
-                self.discriminator(fake, targets["energy"]), labels, targets, weights
-            )
+            loss, parts = gan_loss(outputs, labels, targets, weights)
             if weights.width > 0:
                 parts["width"] = width_loss(to_gev(self.spec, fake), self._real_width(batch_size))
                 loss = loss + weights.width * parts["width"]

@@ -39,7 +39,16 @@ from evogan.gan3d.loop import EpochLoop, Position, StepInfo, chunk_source, draw_
 from evogan.gan3d.model_file import save_generator
 from evogan.gan3d.parallel import ENSEMBLE, Mode, ParallelGanStep, mode_for
 from evogan.gan3d.resume import open_run, resume_command
-from evogan.gan3d.setup import batch_shape, load_data, manifest, rank_device, share_cores
+from evogan.gan3d.setup import (
+    announce_ring_transport,
+    batch_shape,
+    forward_options,
+    load_data,
+    manifest,
+    rank_backend,
+    rank_device,
+    share_cores,
+)
 from evogan.gan3d.validation import TrainingValidation
 from evogan.store import BEST_MODEL, CONFIG, RunDir, save_weights
 
@@ -73,14 +82,18 @@ class GanTrainer:
         self.config, self.world, self.on_step = config, world, on_step
         self.mode: Mode = mode_for(settings)
         device = rank_device(settings, world)  # refused before a run directory exists
+        self.backend = rank_backend(settings, device, world.size)
+        self.forward = forward_options(settings, device, world)
+        announce_ring_transport(settings, device, world)
         shard, held_out = load_data(config.data, settings, world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
         self.run, marker = open_run(config, world, run_dir, resume, until)
         self.layout: Layout = split_layout(world, None, self.mode.group_size)
         if device == "cpu":
             share_cores(world)
+        spec, seed = config.spec, config.seed
         self.parallel: ParallelGanStep = self.mode.build(
-            config.spec, self.layout, config.seed, device
+            spec, self.layout, seed, device, backend=self.backend, forward=self.forward
         )
         self.position, serial, best = self._start(marker)
         self.started = Position(self.position.epoch, self.position.step)
@@ -167,7 +180,10 @@ class GanTrainer:
             position = Position(state["epoch"], state["step"], state["sums"], state["elapsed"])
             serial, best = marker["serial"] + 1, marker.get("best")
         elif world.rank == 0:
-            record = manifest(self.config.seed, self.config.trainer, self.layout, layouts)
+            settings = self.config.trainer
+            record = manifest(
+                self.config.seed, settings, self.layout, layouts, self.backend, self.forward
+            )
             run.write_json(MANIFEST, record)
         if world.rank == 0:
             run.write_config(dump(self.config))
@@ -239,7 +255,8 @@ class GanTrainer:
         return self.run
 
     def close(self) -> None:
-        """Free the training's communicators (collective; once)."""
+        """Free the training's communicators and torch.distributed group (collective; once)."""
+        self.parallel.release()
         self._close_cadence()
         if self._layout_open:
             self._layout_open = False
@@ -256,6 +273,8 @@ class GanTrainer:
     def __exit__(self, kind: type[BaseException] | None, *_exc: object) -> None:
         if kind is None:  # after a failure the other ranks may not reach a collective call
             self.close()
+        else:
+            self.parallel.release()  # local
 
     def _save_models(self, best: bool) -> None:
         """The final generator as ``last_model.h5`` (also ``best_model.h5`` when no validation

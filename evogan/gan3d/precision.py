@@ -1,0 +1,72 @@
+"""How the 3DGAN forward passes run: bf16 autocast, channels-last 3D layout, torch.compile.
+
+``trainer.precision: bf16`` runs the G and D forward passes under ``torch.autocast`` with
+bfloat16 (on the model's device type, cpu or cuda): convolutions and dense layers compute in
+bf16, while parameters, gradients and optimiser states stay float32. What is not safe in bf16
+(8 bits of mantissa) stays float32: generated showers are cast back to float32 before the
+discriminator reads them (:meth:`ForwardOptions.image`), so its fixed ECAL-sum and angle heads
+(sums over 65,025 cells) and the width term are float32, and every loss term is computed from
+float32 outputs (:func:`evogan.gan3d.losses.gan_loss`). bf16 has float32's exponent range, so
+no loss scaling is needed.
+
+``trainer.channels_last`` stores conv weights and images as ``torch.channels_last_3d``
+(NDHWC), the layout cuDNN's and oneDNN's fast 3D kernels want. ``trainer.compile`` compiles
+both networks' forward in place (``nn.Module.compile``: parameter names, checkpoints and
+hooks stay as they are); where torch.compile does not work (no compiler, an unsupported Python)
+:func:`compile_problem` says why and the training runs eagerly.
+
+The defaults (float32, contiguous, eager) run exactly the code they ran before these options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ForwardOptions:
+    """The ``trainer.precision``, ``trainer.channels_last`` and ``trainer.compile`` choices."""
+
+    precision: str = "float32"
+    channels_last: bool = False
+    compile: bool = False
+
+    def autocast(self, device: torch.device) -> AbstractContextManager:
+        """The context the forward passes run in (none for float32)."""
+        if self.precision == "bf16":
+            return torch.autocast(device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def image(self, image: torch.Tensor) -> torch.Tensor:
+        """A discriminator input: float32, in the chosen memory format."""
+        image = image.float()
+        if self.channels_last:
+            image = image.contiguous(memory_format=torch.channels_last_3d)
+        return image
+
+    def prepare(self, module: nn.Module) -> nn.Module:
+        """Lay out ``module``'s weights and compile its forward, in place."""
+        if self.channels_last:
+            module.to(memory_format=torch.channels_last_3d)
+        if self.compile:
+            module.compile()
+        return module
+
+
+def compile_problem(device: str | torch.device = "cpu") -> str | None:
+    """Why torch.compile cannot be used on ``device`` here (None: it works), found by compiling
+    and running a one-line function, which also builds the device's compiler toolchain."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile"
+    try:
+        probe = torch.compile(lambda x: x * 2.0 + 1.0)
+        probe(torch.ones(4, device=device))
+    except Exception as exc:  # any failure of the toolchain means: run eagerly
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {first}"
+    return None

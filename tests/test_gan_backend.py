@@ -1,0 +1,179 @@
+"""``trainer.backend``: sync gradient averaging over a gloo group set up from the MPI
+communicator gives the MPI path's weights, stops and resumes like it, and bad choices are
+refused in one line.
+
+Why exact equality at 2 ranks: both paths average each gradient element as one two-term float
+sum scaled by 1/2, and a + b == b + a in IEEE arithmetic, so no rounding can differ. At 4 ranks
+the all-reduce algorithms add the four terms in different orders; that moves a sum by at most a
+few units in the last place, so after a few SGD steps the weights agree to 1e-6 (weights are
+~0.5, one ulp is 6e-8), and the measured difference is 3e-8.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+
+from evogan.config import load_config
+from evogan.config.parallel import ParallelConfig
+from evogan.distributed.cuda_aware import mpi_cuda_aware
+from evogan.distributed.torch_group import TorchGroup
+from evogan.errors import ConfigError
+from evogan.gan3d.setup import rank_backend
+from evogan.store import load_weights, read_metrics
+
+from .conftest import evogan, mpirun
+
+CONFIG = "configs/gan3d_tiny.yaml"
+SCRIPT = "tests/mpi_scripts/train_gan.py"
+SIZE = ["--set", "trainer.steps_per_epoch=3", "--set", "trainer.epochs=2"]
+GLOO = ["--set", "trainer.backend=gloo"]
+OUTPUTS = ("best_model.h5", "last_model.h5", "discriminator.h5")
+LOSSES = ("d_loss", "g_loss", "d_energy", "g_ecal_sum")
+
+
+def _same_weights(run: Path, other: Path) -> None:
+    for name in OUTPUTS:
+        mine, _ = load_weights(run / name)
+        theirs, _ = load_weights(other / name)
+        assert mine.keys() == theirs.keys()
+        assert all(mine[k].equal(theirs[k]) for k in theirs), name
+
+
+def _losses(run: Path) -> list[list[float]]:
+    return [[r[k] for k in LOSSES] for r in read_metrics(run / "metrics.jsonl", "epoch")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """2-rank tiny-spec trainings: MPI, gloo, and gloo stopped by SIGTERM on rank 1 after its
+    4th step (epoch 2, step 1)."""
+    root = tmp_path_factory.mktemp("gan-backend")
+    for name, extra in (("mpi", ["--set", "trainer.backend=mpi"]), ("gloo", GLOO)):
+        done = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / name), *SIZE, *extra])
+        assert done.returncode == 0, done.stderr[-3000:]
+    signal = ["--signal-rank", "1", "--signal-step", "4"]
+    stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "stopped"), *SIZE, *GLOO, *signal])
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    return {"mpi": root / "mpi", "gloo": root / "gloo", "stopped": root / "stopped"}
+
+
+@pytest.mark.mpi
+def test_gloo_at_two_ranks_gives_the_weights_of_the_mpi_path(runs: dict[str, Path]) -> None:
+    _same_weights(runs["gloo"], runs["mpi"])
+    assert _losses(runs["gloo"]) == _losses(runs["mpi"])
+    manifests = [json.loads((runs[k] / "manifest.json").read_text()) for k in ("mpi", "gloo")]
+    assert [m["backend"] for m in manifests] == ["mpi", "gloo"]
+    gloo, mpi = (json.loads((runs[k] / "summary.json").read_text()) for k in ("gloo", "mpi"))
+    nets = ("generator", "discriminator")
+    calls = [[r[net]["calls"] for net in nets] for r in gloo["exchange"]]
+    assert calls == [[12, 6], [12, 6]]  # 6 steps: 2 generator updates, 1 discriminator update
+    assert calls == [[r[net]["calls"] for net in nets] for r in mpi["exchange"]]
+
+
+@pytest.mark.mpi
+def test_a_gloo_run_stopped_by_sigterm_resumes_to_the_uninterrupted_weights(
+    runs: dict[str, Path],
+) -> None:
+    run = runs["stopped"]
+    marker = json.loads((run / "checkpoint.json").read_text())
+    assert (marker["epoch"], marker["step"]) == (1, 1)
+    done = mpirun(2, ["-m", "evogan", "train", "--resume", str(run)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    _same_weights(run, runs["gloo"])
+    assert _losses(run) == _losses(runs["gloo"])
+
+
+@pytest.mark.mpi
+def test_a_failing_rank_ends_a_gloo_job_promptly_with_its_rank_named(tmp_path: Path) -> None:
+    """The failing rank releases its group and leaves; the launcher ends the other rank."""
+    fail = ["--fail-rank", "1", "--fail-step", "1"]
+    args = [SCRIPT, CONFIG, "--run-dir", str(tmp_path / "run"), *SIZE, *GLOO, *fail]
+    done = mpirun(2, args, timeout=60)
+    assert done.returncode != 0
+    assert "rank 1 of 2 on" in done.stderr and "injected failure at epoch 0 step 1" in done.stderr
+
+
+@pytest.mark.mpi
+def test_overlapped_gloo_allreduce_matches_mpi_at_four_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    done = mpirun(4, ["tests/mpi_scripts/backend_check.py", "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    mpi = [np.array(r["weights"]) for r in report["mpi"]]
+    gloo = [np.array(r["weights"]) for r in report["gloo"]]
+    assert all(np.array_equal(w, gloo[0]) for w in gloo)  # replicas stay identical
+    assert np.abs(gloo[0] - mpi[0]).max() < 1e-6  # summation order only (module docstring)
+    assert np.abs(mpi[0]).max() > 0.1
+    first = report["gloo"][0]
+    assert first["calls"] == 6 and first["buckets"] == 3
+    # Two buckets per step start from gradient hooks during backward; the third holds the
+    # unused layer and starts (as zeros) only when exchange() is called.
+    assert first["started_in_backward"] == 2 * 6
+
+
+def test_torch_groups_over_mpi_open_side_by_side_and_close_twice() -> None:
+    """A pruned search keeps several trainings open in one process: each gets its own group."""
+    first, second = TorchGroup(MPI.COMM_SELF, "gloo"), TorchGroup(MPI.COMM_SELF, "gloo")
+    values = torch.arange(4.0)
+    first.allreduce(values).wait()
+    second.allreduce(values).wait()
+    assert values.tolist() == [0.0, 1.0, 2.0, 3.0]  # a sum over one rank
+    for group in (first, second, first):
+        group.close()
+
+
+def test_backend_choice_resolves_per_mode_and_device() -> None:
+    assert rank_backend(ParallelConfig(), "cpu", 2) == "mpi"  # auto on CPU
+    assert rank_backend(ParallelConfig(backend="gloo"), "cpu", 2) == "gloo"
+    assert rank_backend(ParallelConfig(mode="arar"), "cuda:0", 4) == "mpi"  # rings use MPI
+    expected = "nccl" if torch.distributed.is_nccl_available() else "mpi"
+    assert rank_backend(ParallelConfig(device="cuda"), "cuda:0", 2) == expected
+    assert rank_backend(ParallelConfig(device="cuda"), "cuda:0", 1) == "mpi"  # nothing to reduce
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["trainer.backend=nccl"],
+            "trainer.backend = 'nccl' needs trainer.device = 'cuda', got trainer.device = 'cpu'; "
+            "on CPU use trainer.backend: mpi, gloo or auto",
+        ),
+        (
+            ["trainer.backend=gloo", "trainer.mode=arar"],
+            "trainer.backend = 'gloo' applies to trainer.mode = 'sync' only (arar rings use "
+            "MPI); use trainer.backend: mpi or auto",
+        ),
+        (["trainer.backend=ucc"], "trainer.backend = 'ucc' is not allowed"),
+    ],
+)
+def test_bad_backend_choices_are_refused_in_one_line(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(CONFIG, overrides)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_nccl_without_a_gpu_is_refused_before_a_run_starts(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cuda = ["--set", "trainer.device=cuda", "--set", "trainer.backend=nccl"]
+    done = evogan("train", CONFIG, "--run-dir", str(run), *cuda)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (
+        "evogan: error: trainer.backend = 'nccl' needs a CUDA GPU but torch sees none; use "
+        "trainer.backend: mpi, gloo or auto with trainer.device: cpu"
+    )
+    assert not run.exists()
+
+
+def test_the_mpi_library_answers_whether_it_is_cuda_aware() -> None:
+    if "Open MPI" in MPI.Get_library_version():
+        assert mpi_cuda_aware() in (True, False)  # Open MPI has MPIX_Query_cuda_support
+    assert mpi_cuda_aware() in (True, False, None)
