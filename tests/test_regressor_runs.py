@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from evogan.data.transforms import load_regressor_data
 from evogan.regressor.data import mape
 from evogan.regressor.network import load_regressor
 from evogan.store import load_weights, read_metrics
-from tests.conftest import evogan, untimed
+from tests.conftest import evogan, mpirun, untimed
 
 TINY = {
     "task": "regressor",
@@ -146,6 +147,56 @@ def test_hybrid_strategy_runs_and_reports_gradient_steps(runs) -> None:
     assert np.isfinite(summary["test_mape"])
 
 
+ADAPTIVE = [
+    "ga.rate_schedule=constant",
+    "ga.step_adaptation=success_rule",
+    "ga.adaptation_window=3",
+    "ga.acceptance=reevaluate",
+    "ga.reevaluation_events=64",
+    "checkpoint.every=5",
+    "checkpoint.keep=2",
+]
+
+
+def test_adaptive_ga_resumed_mid_epoch_ends_bit_identical(runs) -> None:
+    from evogan.regressor.evolve import evolve_regressor
+
+    root, config, _ = runs
+    cfg = load_config(config, ADAPTIVE)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
+        whole = evolve_regressor(cfg, root / "adaptive", announce=lambda line: None).path
+        resumed = root / "adaptive-resumed"
+        shutil.copytree(whole, resumed)
+        (resumed / "checkpoints/island-0000/gen-00000014.h5").unlink()  # back to gen 10 of 14
+        evolve_regressor(cfg, resumed, announce=lambda line: None, resume=True)
+    untimed_metrics = [read_metrics(run / "metrics.jsonl") for run in (whole, resumed)]
+    assert [untimed(r) for r in untimed_metrics[0]] == [untimed(r) for r in untimed_metrics[1]]
+    powers = {r["power"] for r in untimed_metrics[0] if r["kind"] == "generation"}
+    assert len(powers) > 1  # the step size did adapt
+    a, _ = load_weights(whole / "best_model.h5")
+    b, _ = load_weights(resumed / "best_model.h5")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs) -> None:
+    """Noise-aware acceptance keeps the old elite although a child won on the minibatch: the
+    elite's lineage must follow the kept row, or a replayed migrant differs from the sent one."""
+    root, config, _ = runs
+    best = []
+    for send in ("lineage", "weights"):
+        run = root / f"islands-{send}"
+        sync = ["migration.mode=sync", "migration.interval=2", f"migration.send={send}"]
+        args = [f"--set={item}" for item in [*ADAPTIVE, *sync]]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
+            command = ["-m", "evogan", "evolve", str(config), "--run-dir", str(run), *args]
+            done = mpirun(2, command, timeout=120)
+        assert done.returncode == 0, done.stderr
+        best.append(load_weights(run / "best_model.h5")[0])
+    assert all(torch.equal(best[0][k], best[1][k]) for k in best[0])
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -154,6 +205,8 @@ def test_hybrid_strategy_runs_and_reports_gradient_steps(runs) -> None:
         ("ga.mutation_rate=0", "ga.mutation_rate = 0 is not allowed"),
         ("ga.batch_size=5000", "ga.batch_size must not exceed the 240 training events"),
         ("model.kernel=40", "model.kernel must not exceed the input size 51x25"),
+        ("ga.adaptation_factor=1", "ga.adaptation_factor = 1 is not allowed"),
+        ("ga.adaptation_min=2", "ga.adaptation_min = 2 is not allowed"),
     ],
 )
 def test_impossible_settings_fail_in_one_line_before_any_work(runs, override, message) -> None:

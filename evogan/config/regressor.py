@@ -42,6 +42,15 @@ class GAConfig(StrictModel):
     schedule_milestones: list[PositiveInt] = Field(default_factory=lambda: [10, 20])
     schedule_factor: float = Field(default=0.1, gt=0, le=1)
     schedule_gamma: float = Field(default=0.9, gt=0, le=1)
+    step_adaptation: Literal["none", "success_rule"] = "none"
+    adapt: Literal["power", "rate", "both"] = "power"
+    adaptation_window: PositiveInt = 10
+    adaptation_factor: float = Field(default=1.5, gt=1)
+    adaptation_target: float = Field(default=0.1, gt=0, lt=1)
+    adaptation_min: float = Field(default=1e-3, gt=0, le=1)  # bounds of the scale, which
+    adaptation_max: float = Field(default=10.0, ge=1)  # starts at 1 (so min <= 1 <= max)
+    acceptance: Literal["minibatch", "reevaluate"] = "minibatch"
+    reevaluation_events: PositiveInt = 256
     hybrid_steps: PositiveInt = 1
     hybrid_lr: float = Field(default=1e-3, gt=0)
     hall_of_fame: PositiveInt = 1

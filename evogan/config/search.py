@@ -3,8 +3,9 @@
 A campaign samples genomes from a search ``space`` (genes that set values of a base
 :class:`~evogan.gan3d.spec.GanSpec`), trains each candidate for a short ``budget`` on the
 data-parallel trainer with one rank group, scores it by physics validation over an ensemble of
-``fitness.members`` trainings, and searches with a GA (``backend: ga``, islands of rank groups)
-or Optuna (``backend: optuna``, one rank owns the study). See docs/search.md.
+``fitness.members`` trainings, and searches with a GA (``backend: ga``, islands of rank groups),
+Optuna (``backend: optuna``, one rank owns the study) or Population Based Training
+(``backend: pbt``, one worker per rank group, trained in segments). See docs/search.md.
 """
 
 from __future__ import annotations
@@ -132,6 +133,41 @@ class PruningConfig(StrictModel):
     reduction_factor: int = Field(default=3, ge=2)
 
 
+PBT_PATHS = (
+    "g_lr",
+    "d_lr",
+    "batch_size",
+    "rmsprop_alpha",
+    "rmsprop_eps",
+    "label_flip",
+    "generator_steps",
+    "loss_weights.*",
+)
+"""Spec values PBT genes may set: training hyper-parameters that keep every layer's shape, so
+weights copied from one worker fit any other."""
+
+
+class PbtConfig(StrictModel):
+    """Population Based Training: each rank group trains one worker for ``budget.amount`` in
+    segments of ``interval`` (units of ``budget.kind``); after every segment the worst
+    ``quantile`` of the workers copy the weights and hyper-parameters of one of the best
+    ``quantile`` and perturb the genes named in ``perturb`` (default: every gene of ``space``)
+    by a factor drawn from ``factors``, or redraw them with ``resample_probability``."""
+
+    interval: float = Field(default=1, gt=0)
+    quantile: float = Field(default=0.25, gt=0, le=0.5)
+    factors: list[float] = Field(default_factory=lambda: [0.8, 1.2], min_length=1)
+    resample_probability: float = Field(default=0.25, ge=0, le=1)
+    perturb: list[str] | None = None
+
+    @field_validator("factors")
+    @classmethod
+    def _positive(cls, factors: list[float]) -> list[float]:
+        if any(f <= 0 for f in factors):
+            raise ValueError(f"every factor must be > 0, got {factors}")
+        return factors
+
+
 class CampaignConfig(StrictModel):
     root: str | None = None
     name: str | None = None
@@ -146,8 +182,8 @@ class SearchConfig(StrictModel):
 
     task: Literal["search"] = "search"
     seed: int = 0
-    backend: Literal["ga", "optuna"] = "ga"
-    candidates: PositiveInt = 8  # trained candidates of the whole campaign
+    backend: Literal["ga", "optuna", "pbt"] = "ga"
+    candidates: PositiveInt = 8  # trained candidates of the whole campaign (not used by pbt)
     ranks_per_group: PositiveInt = 1  # ranks that train one candidate together (an island)
     base: str | None = None  # YAML with the base spec (bare or a gan3d config)
     spec: GanSpec | None = None  # or the base spec inline
@@ -161,6 +197,7 @@ class SearchConfig(StrictModel):
     campaign: CampaignConfig = Field(default_factory=CampaignConfig)
     pruning: PruningConfig = Field(default_factory=PruningConfig)
     final: FinalConfig = Field(default_factory=FinalConfig)
+    pbt: PbtConfig = Field(default_factory=PbtConfig)
 
     @model_validator(mode="after")
     def _pruning_fits_budget(self) -> SearchConfig:
@@ -170,6 +207,40 @@ class SearchConfig(StrictModel):
             raise ConfigError(
                 f"pruning.min_budget = {low:g} is not allowed: it must be <= budget.amount = "
                 f"{amount:g} ({self.budget.kind})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _pbt_fits(self) -> SearchConfig:
+        """PBT's segments, genes and perturbed names (raised as is: one line each)."""
+        if self.backend != "pbt":
+            return self
+        pbt, budget = self.pbt, self.budget
+        segments = budget.amount / pbt.interval
+        if segments < 1 or abs(segments - round(segments)) > 1e-9:
+            raise ConfigError(
+                f"pbt.interval = {pbt.interval:g} is not allowed: it must divide budget.amount = "
+                f"{budget.amount:g} ({budget.kind}) into whole segments"
+            )
+        if self.pruning.kind != "none":
+            raise ConfigError(
+                f"pruning.kind = {self.pruning.kind!r} is not allowed with backend: pbt "
+                "(its exploit step stops bad workers already): use none"
+            )
+        for gene in self.space:
+            path = gene.path or ""
+            ok = path in PBT_PATHS or path.startswith("loss_weights.")
+            if gene.type == "blocks" or gene.per_block is not None or not ok:
+                raise ConfigError(
+                    f"space gene {gene.name} (path = {gene.path!r}) is not allowed with backend: "
+                    f"pbt, which perturbs training hyper-parameters only: {', '.join(PBT_PATHS)}"
+                )
+        names = [gene.name for gene in self.space]
+        unknown = [name for name in pbt.perturb or [] if name not in names]
+        if unknown:
+            raise ConfigError(
+                f"pbt.perturb = {pbt.perturb} is not allowed: {unknown[0]!r} is no gene of "
+                f"space; allowed: {', '.join(names)}"
             )
         return self
 

@@ -1,9 +1,12 @@
 """The evolution engine, workload-agnostic: what a problem supplies (``problem``), the generation
 loop with its hook lists (``loop``) and what it produces and hands to hooks (``records``), the
-(1+lambda) and hybrid strategies with their one seed scheme (``strategies``), point mutation
+(1+lambda) and hybrid strategies with their one seed scheme (``strategies``), their step-size
+adaptation (``adaptation``) and noise-aware elite acceptance (``acceptance``), point mutation
 with its C kernel (``operators``), rate schedules (``schedules``) and random streams derived
 from (root seed, labels) (``seeding``). It imports nothing of CNNs, MPI or configs."""
 
+from evogan.engine.acceptance import Reevaluation
+from evogan.engine.adaptation import SuccessRule
 from evogan.engine.loop import Evolution, Observer, Streams
 from evogan.engine.module_problem import ModuleProblem
 from evogan.engine.operators import (
@@ -46,10 +49,12 @@ __all__ = [
     "Observer",
     "PlusLambda",
     "Problem",
+    "Reevaluation",
     "Schedule",
     "Selection",
     "Step",
     "Streams",
+    "SuccessRule",
     "derive_seed",
     "make_schedule",
     "mutated_count",

@@ -123,8 +123,14 @@ class Evolution(ABC):
         """The candidates (P, size) of this generation."""
 
     @abstractmethod
-    def select(self, candidates: Tensor, fitness: Tensor, context: GenerationContext) -> None:
-        """Update ``self.elite`` / ``self.elite_fitness`` from the evaluated candidates."""
+    def select(self, candidates: Tensor, fitness: Tensor, context: GenerationContext) -> int:
+        """Update ``self.elite`` / ``self.elite_fitness`` from the evaluated candidates;
+        returns the row of ``candidates`` that is the elite now."""
+
+    def context(self, epoch: int) -> GenerationContext:
+        """The next generation's context: the scheduled rate and power (an adaptive strategy
+        scales them)."""
+        return GenerationContext(epoch, self.generation, self.rate(epoch), self.power(epoch))
 
     def refine(self, batch: Any, context: GenerationContext) -> bool:
         """After selection (hybrid strategies train the elite); True when it changed the
@@ -170,7 +176,7 @@ class Evolution(ABC):
         start, cpu_start = self.clock(), time.process_time()
         if self._started is None:
             self._started = start
-        context = GenerationContext(epoch, self.generation, self.rate(epoch), self.power(epoch))
+        context = self.context(epoch)
         for hook in self.before_step:
             hook(context)
         candidates = self.propose(context)
@@ -184,8 +190,8 @@ class Evolution(ABC):
                 f"evaluate must return one fitness per genome ({candidates.shape[0]}), "
                 f"got {fitness.numel()}"
             )
-        self.select(candidates, fitness, context)
-        selection = Selection(candidates, fitness, context, self.refine(batch, context))
+        kept = self.select(candidates, fitness, context)
+        selection = Selection(candidates, fitness, context, self.refine(batch, context), kept)
         for hook in self.after_selection:
             hook(selection)
         step_seconds = self.clock() - start

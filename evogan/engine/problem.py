@@ -75,6 +75,12 @@ class Problem(ABC):
         del epoch, generator
         return [None]
 
+    def sample(self, events: int, generator: torch.Generator) -> Any:
+        """A random batch of ``events`` examples for re-evaluating an elite and a challenger
+        (noise-aware acceptance). ``None`` (the default): the problem has no data to draw."""
+        del events, generator
+        return None
+
     def reference_fitness(self, genomes: Tensor) -> Tensor | None:
         """Fitness on a fixed reference set, comparable across epochs (for the hall of fame).
 

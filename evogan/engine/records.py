@@ -76,13 +76,15 @@ Draw = InitialDraw | ChildDraw
 @dataclass(frozen=True)
 class Selection:
     """What :attr:`Evolution.after_selection` hooks see: the evaluated candidates, their
-    fitness, and whether :meth:`Evolution.refine` changed the elite after selection (then the
-    elite is no longer one of the candidates)."""
+    fitness, whether :meth:`Evolution.refine` changed the elite after selection (then the
+    elite is no longer one of the candidates) and the row selected as the elite (not always
+    the lowest minibatch fitness: noise-aware acceptance may keep the old elite)."""
 
     candidates: Tensor
     fitness: Tensor
     context: GenerationContext
     refined: bool
+    kept: int
 
 
 @dataclass
@@ -91,7 +93,7 @@ class LoopState:
     (:meth:`Evolution.state`, :meth:`Evolution.load_state`). ``streams`` are the init,
     mutation and data stream states and the data stream's state at the start of the current
     epoch, of which ``batch`` batches are done; ``strategy`` holds what a strategy adds (the
-    hybrid's optimiser)."""
+    step-size adaptation, the hybrid's optimiser)."""
 
     generation: int
     epoch: int

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from evogan.engine.acceptance import Reevaluation
+from evogan.engine.adaptation import SuccessRule
 from evogan.engine.loop import Evolution, Streams
 from evogan.engine.operators import draw_seed, splitmix
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, Problem
@@ -35,10 +37,21 @@ class PlusLambda(Evolution):
     and the best of the lambda+1 becomes the elite (ties keep the elite).
 
     The first generation evaluates ``initial_parents`` random genomes and keeps the best.
+    With ``reevaluation_events``, a candidate that beat the elite on the batch replaces it only
+    when it is also better on a fresh, larger sample (:class:`~evogan.engine.acceptance.
+    Reevaluation`); with ``adaptation``, the success rule scales the scheduled mutation
+    (:class:`~evogan.engine.adaptation.SuccessRule`), a success being a replaced elite.
     """
 
     def __init__(
-        self, problem: Problem, *, children: int = 8, initial_parents: int = 8, **kwargs: Any
+        self,
+        problem: Problem,
+        *,
+        children: int = 8,
+        initial_parents: int = 8,
+        adaptation: SuccessRule | None = None,
+        reevaluation_events: int | None = None,
+        **kwargs: Any,
     ) -> None:
         if children < 1:
             raise ValueError(f"lambda (children) must be at least 1, got {children}")
@@ -48,6 +61,21 @@ class PlusLambda(Evolution):
         self.children = children
         self.initial_parents = initial_parents
         self.stream_key = stream_key(self.streams)
+        self.adaptation = adaptation
+        self.acceptance = (
+            None
+            if reevaluation_events is None
+            else Reevaluation(problem, reevaluation_events, self.stream_key)
+        )
+        self.replacements = 0
+        self.rejections = 0
+
+    def context(self, epoch: int) -> GenerationContext:
+        context = super().context(epoch)
+        if self.adaptation is None:
+            return context
+        rate, power = self.adaptation.apply(context.rate, context.power)
+        return GenerationContext(context.epoch, context.generation, rate, power)
 
     def propose(self, context: GenerationContext) -> Tensor:
         if self.elite is None:
@@ -61,10 +89,37 @@ class PlusLambda(Evolution):
         children = self.problem.mutate(self.elite, self.children, seed, context)
         return torch.cat([self.elite.unsqueeze(0), children])
 
-    def select(self, candidates: Tensor, fitness: Tensor, context: GenerationContext) -> None:
+    def select(self, candidates: Tensor, fitness: Tensor, context: GenerationContext) -> int:
         best = int(torch.argmin(fitness))  # the first minimum: row 0 (the elite) wins ties
+        if self.elite is not None:
+            challenged = best != 0 and self.acceptance is not None
+            if challenged and not self.acceptance.accepts(
+                candidates[0], candidates[best], context.generation
+            ):
+                best = 0
+                self.rejections += 1
+            self.replacements += best != 0
+            if self.adaptation is not None:
+                self.adaptation.record(best != 0)
         self.elite = candidates[best].detach().clone()
         self.elite_fitness = float(fitness[best])
+        return best
+
+    def strategy_state(self) -> dict[str, Any] | None:
+        """The step-size adaptation's state and the replacement counters (None without
+        adaptation or acceptance: nothing to keep)."""
+        if self.adaptation is None and self.acceptance is None:
+            return None
+        state: dict[str, Any] = {"replacements": self.replacements, "rejections": self.rejections}
+        if self.adaptation is not None:
+            state["adaptation"] = self.adaptation.state()
+        return state
+
+    def load_strategy_state(self, state: dict[str, Any]) -> None:
+        self.replacements = int(state.get("replacements", 0))
+        self.rejections = int(state.get("rejections", 0))
+        if self.adaptation is not None and "adaptation" in state:
+            self.adaptation.load(state["adaptation"])
 
 
 class Hybrid(PlusLambda):
@@ -112,13 +167,17 @@ class Hybrid(PlusLambda):
         return self._optimizer
 
     def strategy_state(self) -> dict[str, Any] | None:
-        """The RMSprop state (None before the first refinement) and the steps taken."""
+        """The (1+lambda)'s state with the RMSprop state (before the first refinement: none)
+        and the steps taken."""
+        state = super().strategy_state()
         if self._optimizer is None:
-            return None
-        return {"optimizer": self._optimizer.state_dict(), "gradient_steps": self.gradient_steps}
+            return state
+        optimizer = self._optimizer.state_dict()
+        return {**(state or {}), "optimizer": optimizer, "gradient_steps": self.gradient_steps}
 
     def load_strategy_state(self, state: dict[str, Any]) -> None:
-        if self.elite is None:
+        super().load_strategy_state(state)
+        if self.elite is None or "optimizer" not in state:
             return
         self._start_optimizer().load_state_dict(state["optimizer"])
         self.gradient_steps = int(state["gradient_steps"])

@@ -137,7 +137,7 @@ class Island:
         return [None] * rows
 
     def _selected(self, selection: Selection) -> None:
-        best = int(torch.argmin(selection.fitness))
+        best = selection.kept
         self.elite_lineage = None if selection.refined else self._lineages[best]
         self.immigrant_wins += best in self._arrived_rows
         self._last = (selection.candidates, selection.fitness)

@@ -74,6 +74,9 @@ class SharedEvaluation(DifferentiableProblem):
     def batches(self, epoch: int, generator: torch.Generator) -> Any:
         return self.inner.batches(epoch, generator)
 
+    def sample(self, events: int, generator: torch.Generator) -> Any:
+        return self.inner.sample(events, generator)
+
     def reference_fitness(self, genomes: Tensor) -> Tensor | None:
         return self.inner.reference_fitness(genomes)
 

@@ -3,10 +3,11 @@ reads (checkpoint format ``evogan-checkpoint-3``).
 
 Everything a resumed island needs to continue exactly where it stopped: the strategy's loop
 state (elite, hall of fame, logbook and epoch records, all random-stream states with the data
-stream as of the start of the current epoch plus the batches already done in it, the hybrid's
-RMSprop state), the elite's lineage, immigrants received but not yet used, and the migration
-counters, topology generator and (sync mode) delta-encoding tables. The island builds it from
-public accessors (:meth:`~evogan.islands.island.Island.state`) and restores through them.
+stream as of the start of the current epoch plus the batches already done in it, the
+strategy's own state: step-size adaptation, the hybrid's RMSprop state), the elite's lineage,
+immigrants received but not yet used, and the migration counters, topology generator and
+(sync mode) delta-encoding tables. The island builds it from public accessors
+(:meth:`~evogan.islands.island.Island.state`) and restores through them.
 """
 
 from __future__ import annotations
@@ -168,11 +169,14 @@ class IslandState:
             meta["sent_lineages"] = _tables(self.sent)
             meta["known_lineages"] = _tables(self.known)
         if loop.strategy is not None:
-            saved = loop.strategy["optimizer"]
-            for name, value in saved["state"].get(0, {}).items():
-                arrays[f"optimizer_{name}"] = torch.as_tensor(value).numpy()
-            meta["optimizer_groups"] = saved["param_groups"]
-            meta["gradient_steps"] = loop.strategy["gradient_steps"]
+            strategy = dict(loop.strategy)
+            saved = strategy.pop("optimizer", None)
+            if saved is not None:
+                for name, value in saved["state"].get(0, {}).items():
+                    arrays[f"optimizer_{name}"] = torch.as_tensor(value).numpy()
+                meta["optimizer_groups"] = saved["param_groups"]
+                meta["gradient_steps"] = strategy.pop("gradient_steps")
+            meta["strategy"] = strategy
         return arrays, meta, {"epoch_records": growing.epoch_records(loop.epoch_records)}
 
     @classmethod
@@ -202,7 +206,7 @@ class IslandState:
             hall_of_fame=hall_of_fame,
             logbook=_logbook(arrays["logbook"], fields, integers),
             epoch_records=list(meta["epoch_records"]),
-            strategy=_optimizer(arrays, meta),
+            strategy=_strategy(arrays, meta),
         )
         return cls(
             island=int(meta["island"]),
@@ -221,18 +225,22 @@ class IslandState:
         )
 
 
-def _optimizer(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any] | None:
-    """The hybrid's RMSprop state, as :meth:`~evogan.engine.strategies.Hybrid.strategy_state`
-    gives it (None for other strategies)."""
-    if "optimizer_groups" not in meta:
+def _strategy(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any] | None:
+    """What :meth:`~evogan.engine.loop.Evolution.strategy_state` gave: the (1+lambda)'s
+    step-size adaptation and counters (JSON), with the hybrid's RMSprop state (arrays); None
+    for a strategy that keeps nothing."""
+    if "optimizer_groups" not in meta and "strategy" not in meta:
         return None
-    state = {
-        name.removeprefix("optimizer_"): torch.from_numpy(value)
-        for name, value in arrays.items()
-        if name.startswith("optimizer_")
-    }
-    optimizer = {"state": {0: state}, "param_groups": meta["optimizer_groups"]}
-    return {"optimizer": optimizer, "gradient_steps": int(meta["gradient_steps"])}
+    state = dict(meta.get("strategy") or {})
+    if "optimizer_groups" in meta:
+        tensors = {
+            name.removeprefix("optimizer_"): torch.from_numpy(value)
+            for name, value in arrays.items()
+            if name.startswith("optimizer_")
+        }
+        state["optimizer"] = {"state": {0: tensors}, "param_groups": meta["optimizer_groups"]}
+        state["gradient_steps"] = int(meta["gradient_steps"])
+    return state
 
 
 class CheckpointWriter:

@@ -115,6 +115,11 @@ class RegressorProblem(DifferentiableProblem):
         for index in epoch_indices(len(self.train), self.batch_size, generator):
             yield Minibatch(self.train.x, index, self.train.y.index_select(0, index))
 
+    def sample(self, events: int, generator: torch.Generator) -> Minibatch:
+        """``events`` training events drawn without replacement (all of them when fewer)."""
+        index = torch.randperm(len(self.train), generator=generator)[:events]
+        return Minibatch(self.train.x, index, self.train.y.index_select(0, index))
+
     def reference_fitness(self, genomes: Tensor) -> Tensor:
         """MAPE on the whole training set: the hall of fame compares elites on this."""
         return self.evaluate(genomes, (self.train.x, self.train.y))

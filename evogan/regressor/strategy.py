@@ -1,5 +1,6 @@
 """The configured GA strategy of a regressor run: (1+lambda) or its RMSprop hybrid, with the
-mutation rate and power schedules built from the ``ga`` config section."""
+mutation rate and power schedules, the step-size adaptation and the elite acceptance built
+from the ``ga`` config section."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from evogan.config.regressor import GAConfig, RegressorConfig
-from evogan.engine import Hybrid, Observer, PlusLambda, Schedule, Streams, make_schedule
+from evogan.engine import (
+    Hybrid,
+    Observer,
+    PlusLambda,
+    Schedule,
+    Streams,
+    SuccessRule,
+    make_schedule,
+)
 from evogan.engine.problem import Problem
 
 
@@ -17,6 +26,20 @@ def schedules(ga: GAConfig) -> tuple[Schedule, Schedule]:
     rate = make_schedule(ga.rate_schedule, ga.mutation_rate, *shape)
     power = make_schedule(ga.power_schedule, ga.mutation_power, *shape)
     return rate, power
+
+
+def adaptation(ga: GAConfig) -> SuccessRule | None:
+    """The success rule of ``ga`` (None with ``step_adaptation: none``)."""
+    if ga.step_adaptation == "none":
+        return None
+    return SuccessRule(
+        window=ga.adaptation_window,
+        factor=ga.adaptation_factor,
+        target=ga.adaptation_target,
+        low=ga.adaptation_min,
+        high=ga.adaptation_max,
+        adapts=ga.adapt,
+    )
 
 
 def build_strategy(
@@ -40,6 +63,8 @@ def build_strategy(
         "hall_of_fame": ga.hall_of_fame,
         "observers": observers,
         "epoch_report": epoch_report,
+        "adaptation": adaptation(ga),
+        "reevaluation_events": ga.reevaluation_events if ga.acceptance == "reevaluate" else None,
     }
     if ga.strategy == "hybrid":
         return Hybrid(problem, steps=ga.hybrid_steps, lr=ga.hybrid_lr, **common)

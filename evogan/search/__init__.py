@@ -1,4 +1,5 @@
-"""Architecture search campaigns for 3DGAN: a GA over islands of rank groups, or Optuna.
+"""Architecture search campaigns for 3DGAN: a GA over islands of rank groups, Optuna, or
+Population Based Training of the training hyper-parameters (one worker per rank group).
 
 :func:`run_search` runs a ``task: search`` config (``evogan search``); :class:`Space` turns
 genomes into shape-checked specs; :func:`evaluate` is the fitness of one candidate on a rank

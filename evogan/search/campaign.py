@@ -9,7 +9,8 @@ Layout::
     CAMPAIGN/candidates/ID/       the candidate's training runs (member-T/)
     CAMPAIGN/islands/*.json       GA island state after each generation (atomic)
     CAMPAIGN/study.journal        Optuna study (JournalFileBackend; optuna-dashboard opens it),
-                                  for a GA campaign a mirror of the table (evogan.search.journal)
+                                  for a GA or PBT campaign a mirror of the table
+                                  (evogan.search.journal)
     CAMPAIGN/summary.json         best candidates, counts, busy time, throughput; every
                                   session's own figures and campaign totals; ``final``
 
@@ -55,6 +56,7 @@ FIXED = (
     "ga",
     "optuna",
     "pruning",
+    "pbt",
 )
 
 
@@ -114,9 +116,10 @@ class Campaign:
                     f"evogan search {campaign.path / CONFIG} --resume {campaign.path}"
                 )
         manifest = campaign.manifest()
-        if config.backend == "ga" and manifest["world_size"] != world_size:
+        if config.backend in ("ga", "pbt") and manifest["world_size"] != world_size:
+            what = "GA islands" if config.backend == "ga" else "PBT workers"
             raise EvoganError(
-                f"{path} ran its GA islands on {manifest['world_size']} ranks and must be resumed "
+                f"{path} ran its {what} on {manifest['world_size']} ranks and must be resumed "
                 f"on as many: mpirun -n {manifest['world_size']} (got {world_size})"
             )
         RunDir(campaign.path).write_config(dump(config))

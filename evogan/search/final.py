@@ -40,6 +40,7 @@ from evogan.physics import WORST as WORST_SCORE
 from evogan.progress import hushed
 from evogan.search.campaign import CONFIG, Campaign
 from evogan.search.fitness import Scorer, evaluate
+from evogan.search.scheduler import job_config
 from evogan.search.significance import ALPHA, mann_whitney_less, verdict
 from evogan.search.space import Space
 from evogan.search.summary import best_rows
@@ -232,7 +233,7 @@ def reproduce_member(
     workdir = (out or campaign.path / "reproduce") / candidate
     with hushed():
         result = evaluate(
-            config,
+            job_config(config, row),
             Space(config.space, config.spec).spec(row["genome"]),
             world,
             workdir,

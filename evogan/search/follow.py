@@ -68,6 +68,7 @@ class Tally:
         self.done += 1
         fitness = row.get("fitness")
         ok = row.get("status") == "ok" and fitness is not None and math.isfinite(fitness)
+        ok = ok and not row.get("partial")  # a PBT segment before the last is not a result
         if ok and (self.best is None or fitness < self.best[0]):
             self.best = (float(fitness), row["id"])
         return True

@@ -6,8 +6,10 @@ one finished trial per row with ``study.add_trial``: parameters from the genome 
 and distributions the Optuna backend suggests), the fitness as value (``PRUNED`` / ``FAIL``
 for the others), the rung scores as intermediate values and the row's status, reason, size,
 member scores and seeds as user attributes. So ``optuna-dashboard CAMPAIGN/study.journal``
-opens every backend. One process writes the file; trials carry their candidate id
-(``user_attrs["candidate"]``), so a resumed campaign adds only the rows the journal lacks.
+opens every backend. A PBT campaign gets one trial per worker instead, its segments as
+intermediate values (:class:`evogan.search.pbt.WorkerMirror`). One process writes the file;
+trials carry their candidate id (``user_attrs["candidate"]``), so a resumed campaign adds only
+the rows the journal lacks.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import math
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,9 @@ ATTRS = (
     "session",
     "inherit_from",
     "parents",
+    "worker",
+    "segment",
+    "exploit",
 )
 
 
@@ -81,8 +86,15 @@ def intermediate_values(row: dict[str, Any]) -> dict[int, float]:
     return values
 
 
-def frozen_trial(row: dict[str, Any], space: Any, objectives: int) -> Any:
-    """A finished Optuna trial for one table row."""
+def frozen_trial(
+    row: dict[str, Any],
+    space: Any,
+    objectives: int,
+    intermediate: dict[str, float] | None = None,
+    attrs: dict[str, Any] | None = None,
+) -> Any:
+    """A finished Optuna trial for one table row; ``intermediate`` (budget point -> score)
+    replaces the row's own, ``attrs`` are added to its user attributes."""
     import optuna
     from optuna.trial import TrialState
 
@@ -99,14 +111,17 @@ def frozen_trial(row: dict[str, Any], space: Any, objectives: int) -> Any:
         state=state,
         params=params,
         distributions=distributions,
-        user_attrs=user_attrs(row),
-        intermediate_values=intermediate_values(row),
+        user_attrs={**user_attrs(row), **_json_safe(attrs or {})},
+        intermediate_values=intermediate_values(
+            row if intermediate is None else {"intermediate": intermediate}
+        ),
         **kwargs,
     )
 
 
 class JournalMirror:
-    """Adds table rows to the journal study, each candidate once."""
+    """Adds table rows to the journal study, each candidate once (one trial per row; a
+    subclass may group rows into trials by overriding :meth:`trials`)."""
 
     def __init__(self, path: Path, space: Any, objectives: int) -> None:
         self.space, self.objectives = space, objectives
@@ -114,29 +129,40 @@ class JournalMirror:
         trials = self.study.get_trials(deepcopy=False)
         self.known = {t.user_attrs.get("candidate") for t in trials}
 
+    def trials(self, rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        """(candidate, finished trial) for each of the new ``rows`` the journal lacks."""
+        return [
+            (row["id"], frozen_trial(row, self.space, self.objectives))
+            for row in rows
+            if row["id"] not in self.known
+        ]
+
     def add(self, rows: list[dict[str, Any]]) -> int:
-        """Add the rows the journal lacks; returns how many were added."""
+        """Add the trials the journal lacks; returns how many were added."""
         added = 0
-        for row in rows:
-            if row["id"] in self.known:
+        for key, trial in self.trials(rows):
+            if key in self.known:
                 continue
-            self.study.add_trial(frozen_trial(row, self.space, self.objectives))
-            self.known.add(row["id"])
+            self.study.add_trial(trial)
+            self.known.add(key)
             added += 1
         return added
 
 
 @contextmanager
-def mirror_table(session: Any, active: bool) -> Iterator[None]:
+def mirror_table(
+    session: Any, active: bool, make: Callable[..., JournalMirror] = JournalMirror
+) -> Iterator[None]:
     """While the block runs (on one process: ``active``), mirror the campaign table into
-    ``CAMPAIGN/study.journal`` from a background thread; a failure to write it is reported
-    once and never stops the campaign."""
+    ``CAMPAIGN/study.journal`` from a background thread with the mirror ``make(path, space,
+    objectives)`` builds; a failure to write it is reported once and never stops the
+    campaign."""
     if not active:
         yield
         return
     campaign = session.campaign
     objectives = 1 + int(session.config.fitness.second_objective != "none")
-    mirror = JournalMirror(campaign.path / STUDY, session.space, objectives)
+    mirror = make(campaign.path / STUDY, session.space, objectives)
     follower = TableFollower(campaign.path / TABLE)
     stop = threading.Event()
     broken: list[str] = []
@@ -224,4 +250,6 @@ def _json_safe(value: Any) -> Any:
         return None
     if isinstance(value, list):
         return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
     return value

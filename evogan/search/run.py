@@ -12,6 +12,7 @@ from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base
 from evogan.search.fitness import Scorer
+from evogan.search.pbt import check_population, pbt_summary, segment_count
 from evogan.search.scheduler import Session
 from evogan.search.space import Space
 from evogan.search.summary import build_summary
@@ -33,6 +34,7 @@ def run_search(
             f"the number of ranks must be a multiple of ranks_per_group = "
             f"{config.ranks_per_group}, got {world.size}; change mpirun -n or ranks_per_group"
         )
+    check_population(config, world.size)
     space = Space(config.space, config.spec)
     campaign, number, offset = _open(config, world, run_dir, resume)
     if world.rank == 0:  # generate / check the data once before the groups read it
@@ -54,6 +56,10 @@ def run_search(
             from evogan.search.ga_backend import run_ga
 
             stopped = run_ga(session, world, flag)
+        elif config.backend == "pbt":
+            from evogan.search.pbt_backend import run_pbt
+
+            stopped = run_pbt(session, world, flag)
         else:
             from evogan.search.optuna_backend import run_optuna
 
@@ -114,19 +120,23 @@ def _finish(
         for key, value in part.items():
             total[key] = total.get(key, 0) + value
     rows = campaign.rows()
+    groups = world_size // config.ranks_per_group
+    pbt = config.backend == "pbt"  # PBT's rows: every worker's segments
     summary = build_summary(
         rows,
         backend=config.backend,
         top=config.campaign.top,
         session=number,
         world_size=world_size,
-        groups=world_size // config.ranks_per_group,
-        target=config.candidates,
+        groups=groups,
+        target=segment_count(config) * groups if pbt else config.candidates,
         wall_s=wall,
         busy_s=busy,
         counters=total,
         stopped=stopped,
     )
+    if pbt:
+        summary["pbt"] = pbt_summary(config, rows, groups)
     campaign.write_summary(summary)
     best = summary["best"][0] if summary["best"] else None
     line = f"search: {summary['candidates_trained']} candidate(s) trained"

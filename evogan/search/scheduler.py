@@ -1,7 +1,7 @@
-"""Running candidates on rank groups and recording them: what both backends share.
+"""Running candidates on rank groups and recording them: what every backend shares.
 
-A *job* is a JSON-able dict ``{"id", "genome", ...backend fields}`` made by a group leader (GA)
-or the study owner (Optuna) and broadcast to the group; :func:`run_job` trains and scores it on
+A *job* is a JSON-able dict ``{"id", "genome", ...backend fields}`` made by a group leader (GA,
+PBT) or the study owner (Optuna) and broadcast to the group; :func:`run_job` trains and scores it on
 the group and turns the result into a table row (world rank 0 reports it from the table,
 :mod:`evogan.search.follow`; what a group leader prints while training carries its group).
 :class:`Session` holds the bookkeeping of one process for one run of the campaign (busy time,
@@ -62,6 +62,15 @@ class Session:
         }
 
 
+def job_config(config: SearchConfig, job: dict[str, Any]) -> SearchConfig:
+    """The config a job trains with: the campaign's, with the job's ``segment_budget`` as the
+    budget's amount when it trains part of the campaign's budget (a PBT segment)."""
+    if "segment_budget" not in job:
+        return config
+    budget = config.budget.model_copy(update={"amount": job["segment_budget"]})
+    return config.model_copy(update={"budget": budget})
+
+
 def run_job(
     session: Session,
     group: MPI.Comm,
@@ -72,6 +81,7 @@ def run_job(
     """Collective on ``group``: train and score ``job``; its table row (same on every rank).
     With ``pruning`` on, the group leader's ``decide`` judges the candidate at each rung."""
     start = time.perf_counter()
+    config = job_config(session.config, job)
     spec = session.space.spec(job["genome"])
     workdir = session.campaign.candidate_dir(job["id"])
     parent = job.get("inherit_from")
@@ -79,14 +89,14 @@ def run_job(
     label = labelled_stdout(f"[group {session.group}] ") if group.rank == 0 else nullcontext()
     with label, hushed():  # the search's own display reports candidates; trainers only count
         result: Evaluation = evaluate(
-            session.config,
+            config,
             spec,
             group,
             workdir,
             session.scorer,
             on_step,
             parent_dir,
-            rungs=session.config.pruning.kind != "none",
+            rungs=config.pruning.kind != "none",
             decide=decide,
         )
     session.busy += time.perf_counter() - start

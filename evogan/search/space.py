@@ -48,7 +48,7 @@ class Space:
     def sample(self, rng: np.random.Generator) -> Genome:
         genome: Genome = {}
         for gene in self.genes:
-            values = [_draw(gene, rng) for _ in range(self.width(gene))]
+            values = [draw_value(gene, rng) for _ in range(self.width(gene))]
             genome[gene.name] = values if gene.per_block is not None else values[0]
         return genome
 
@@ -57,7 +57,7 @@ class Space:
         genome: Genome = {}
         for gene in self.genes:
             if gene.type == "blocks":
-                genome[gene.name] = _clip(gene, 1)
+                genome[gene.name] = clip_value(gene, 1)
             elif gene.per_block is not None:
                 owner = self._by_name[gene.per_block]
                 value = self._raw[owner.net][owner.repeat][gene.field]
@@ -201,7 +201,8 @@ class Space:
             ) from None
 
 
-def _draw(gene: GeneConfig, rng: np.random.Generator) -> Any:
+def draw_value(gene: GeneConfig, rng: np.random.Generator) -> Any:
+    """A value of ``gene`` drawn from its range (log-uniform for log genes) or choices."""
     if gene.type == "categorical":
         return copy.deepcopy(gene.choices[int(rng.integers(len(gene.choices)))])
     if gene.log:
@@ -211,8 +212,8 @@ def _draw(gene: GeneConfig, rng: np.random.Generator) -> Any:
     if gene.type in ("int", "blocks"):
         if gene.step is None and not gene.log:
             return int(rng.integers(int(gene.low), int(gene.high) + 1))
-        return _clip(gene, value)
-    return _clip(gene, value)
+        return clip_value(gene, value)
+    return clip_value(gene, value)
 
 
 def _perturb(gene: GeneConfig, value: Any, rng: np.random.Generator) -> Any:
@@ -226,16 +227,17 @@ def _perturb(gene: GeneConfig, value: Any, rng: np.random.Generator) -> Any:
         moved = math.exp(math.log(value) + rng.normal(0.0, span / 5 or 1.0))
     else:
         moved = value + rng.normal(0.0, (gene.high - gene.low) / 5 or 1.0)
-    new = _clip(gene, moved)
+    new = clip_value(gene, moved)
     if gene.type in ("int", "blocks") and new == value and gene.low < gene.high:
         unit = int(gene.step or 1)
-        new = _clip(gene, value + unit * (1 if rng.random() < 0.5 else -1))
+        new = clip_value(gene, value + unit * (1 if rng.random() < 0.5 else -1))
         if new == value:
-            new = _clip(gene, value - unit if value + unit > gene.high else value + unit)
+            new = clip_value(gene, value - unit if value + unit > gene.high else value + unit)
     return new
 
 
-def _clip(gene: GeneConfig, value: float) -> Any:
+def clip_value(gene: GeneConfig, value: float) -> Any:
+    """``value`` within the gene's bounds, on its step, an integer for integer genes."""
     value = min(max(float(value), gene.low), gene.high)
     if gene.step is not None:
         value = gene.low + round((value - gene.low) / gene.step) * gene.step
@@ -252,7 +254,7 @@ def _nearest(gene: GeneConfig, value: Any) -> Any:
             if json.dumps(choice) == as_json:
                 return copy.deepcopy(choice)
         return copy.deepcopy(gene.choices[0])
-    return _clip(gene, value)
+    return clip_value(gene, value)
 
 
 def _suggest(trial: Any, gene: GeneConfig, name: str) -> Any:

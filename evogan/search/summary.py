@@ -63,13 +63,19 @@ def trained(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["status"] not in ("invalid", "memory")]
 
 
+def ranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows that compete for best: ``ok`` and trained to the whole budget."""
+    return [r for r in rows if r["status"] == "ok" and not r.get("partial")]
+
+
 def best_rows(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
     """The ``top`` best trained candidates. Fitness first, but candidates that tie with the
     best remaining one within their combined standard error (sqrt(sem_a^2 + sem_b^2); no sem:
     0) are ranked by cost (params, then FLOPs): a difference within the noise is no reason to
-    pick the bigger network. Pruned candidates are never ``ok``, so never ranked here."""
+    pick the bigger network. Pruned candidates are never ``ok``, so never ranked here, nor are
+    ``partial`` rows (PBT segments before the last: part of the budget)."""
     left = sorted(
-        (r for r in rows if r["status"] == "ok" and math.isfinite(r["fitness"])),
+        (r for r in ranked(rows) if math.isfinite(r["fitness"])),
         key=lambda r: r["fitness"],
     )
     chosen = []
@@ -90,7 +96,7 @@ def _combined_sem(a: dict[str, Any], b: dict[str, Any]) -> float:
 
 def pareto_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The non-dominated ``ok`` candidates over their two objectives (DEAP's ParetoFront)."""
-    ok = [r for r in rows if r["status"] == "ok" and len(r.get("objectives") or []) == 2]
+    ok = [r for r in ranked(rows) if len(r.get("objectives") or []) == 2]
     front = tools.ParetoFront(similar=lambda a, b: a.row_id == b.row_id)
     points = []
     for row in ok:

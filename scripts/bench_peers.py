@@ -1,0 +1,289 @@
+#!/usr/bin/env python
+"""evogan's GA next to its peers on one harness (issue 17's table; not part of the tests).
+
+Every implementation trains the shipped 2,049-weight regressor on the same 6,000 synthetic
+showers (configs/regressor_ga.yaml: 5,000 training, 1,000 test events, evogan's split and
+normalisation), on the same minibatch order (batch 128, a fresh permutation per epoch from
+one seed), with one thread, in its own subprocess, for a budget of training seconds:
+
+- plain torch loop: elitist (1+8), constant rate 0.1 and power 0.1, one forward per candidate;
+- DEAP: the same algorithm through a DEAP toolbox (clone, mutate, evaluate, selBest);
+- evogan, constant: the engine with the same constant rate and power as the peers;
+- evogan, step schedule: the engine with the GA study's rate decay at epochs 10 and 20;
+- evogan, default: the engine as configs/regressor_ga.yaml ships it (1/5th success rule
+  and noise-aware acceptance);
+- RMSprop (lr 1e-3), plain torch.
+
+Propulate is not installed here and is left out. The clock runs only in training steps; the
+test MAPE of the current best is measured between steps (geometric spacing, 10% apart) and
+gives the seconds to 10% test MAPE. Rounds interleave the implementations (the order rotates
+each round), so machine load hits all alike; the table gives medians and [min, max].
+
+    python scripts/bench_peers.py --seconds 90 --rounds 3 [--only NAME ...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+from bench_regressor import CONFIGS, _pct
+
+from evogan.config import load_config
+from evogan.engine import torch_generator
+from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
+from evogan.regressor.network import RegressorLayout, functional_forward, initial_weights
+from evogan.regressor.problem import Minibatch, RegressorProblem
+from evogan.regressor.strategy import build_strategy
+
+SEED = 0
+CHILDREN = 8
+RATE = POWER = 0.1
+TARGET = 0.10
+EVOGAN = {
+    "evogan, constant": [
+        "ga.rate_schedule=constant",
+        "ga.step_adaptation=none",
+        "ga.acceptance=minibatch",
+    ],
+    "evogan, step schedule": [
+        "ga.rate_schedule=step",
+        "ga.step_adaptation=none",
+        "ga.acceptance=minibatch",
+    ],
+    "evogan, default": [],
+}
+NAMES = ["plain torch loop", "DEAP", *EVOGAN, "RMSprop"]
+Setup = tuple[RegressorLayout, RegressorData, RegressorData]
+
+
+def minibatches(train: RegressorData) -> Iterator[tuple[int, torch.Tensor]]:
+    """(epoch, event indices) of every minibatch, the same order for every implementation."""
+    generator = torch_generator(SEED, "bench_peers", "data")
+    epoch = 0
+    while True:
+        for index in epoch_indices(len(train), 128, generator):
+            yield epoch, index
+        epoch += 1
+
+
+def fitness(layout: RegressorLayout, genome: torch.Tensor, x, y) -> float:
+    with torch.no_grad():
+        return float(mape(functional_forward(layout, genome, x), y))
+
+
+def plain_loop(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+    """The (1+8) as a few lines of torch: one forward per candidate."""
+    layout, train, _ = setup
+    generator = torch.Generator().manual_seed(SEED)
+    batches = minibatches(train)
+    changed = round(RATE * layout.size)
+    state = {"elite": None}
+
+    def step() -> None:
+        _, index = next(batches)
+        x, y = train.x[index], train.y[index]
+        if state["elite"] is None:
+            population = initial_weights(layout, CHILDREN, generator)
+        else:
+            population = state["elite"].repeat(CHILDREN + 1, 1)
+            for child in population[1:]:
+                where = torch.randperm(layout.size, generator=generator)[:changed]
+                child[where] += POWER * (2 * torch.rand(changed, generator=generator) - 1)
+        scores = [fitness(layout, genome, x, y) for genome in population]
+        state["elite"] = population[min(range(len(scores)), key=scores.__getitem__)].clone()
+
+    return step, lambda: state["elite"]
+
+
+def deap_toolbox(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+    """The same (1+8) through DEAP's vocabulary (numpy individuals)."""
+    import numpy as np
+    from deap import base, creator, tools
+
+    layout, train, _ = setup
+    rng = np.random.default_rng(SEED)
+    creator.create("PeerFitness", base.Fitness, weights=(-1.0,))
+    creator.create("PeerIndividual", np.ndarray, fitness=creator.PeerFitness)
+    changed = round(RATE * layout.size)
+
+    def mutate(individual):
+        where = rng.choice(layout.size, changed, replace=False)
+        individual[where] += POWER * rng.uniform(-1, 1, changed).astype(np.float32)
+        return (individual,)
+
+    def evaluate(individual, x, y):
+        return (fitness(layout, torch.from_numpy(np.asarray(individual)), x, y),)
+
+    toolbox = base.Toolbox()
+    toolbox.register("clone", lambda ind: creator.PeerIndividual(np.array(ind)))
+    toolbox.register("mutate", mutate)
+    toolbox.register("select", tools.selBest)
+    batches = minibatches(train)
+    generator = torch.Generator().manual_seed(SEED)
+    first = initial_weights(layout, CHILDREN, generator).numpy()
+    state = {"population": [creator.PeerIndividual(row) for row in first]}
+
+    def step() -> None:
+        _, index = next(batches)
+        x, y = train.x[index], train.y[index]
+        population = state["population"]
+        for individual, score in zip(
+            population, toolbox.map(lambda ind: evaluate(ind, x, y), population), strict=True
+        ):
+            individual.fitness.values = score
+        elite = toolbox.select(population, 1)[0]
+        children = [toolbox.mutate(toolbox.clone(elite))[0] for _ in range(CHILDREN)]
+        state["population"] = [elite, *children]
+        state["elite"] = elite
+
+    return step, lambda: torch.from_numpy(np.asarray(state["elite"]))
+
+
+def evogan_engine(
+    overrides: list[str],
+) -> Callable[[Setup], tuple[Callable[[], None], Callable[[], torch.Tensor]]]:
+    """evogan's strategy as the shipped config builds it (with ``overrides``), its steps
+    driven with the harness's minibatches."""
+
+    def build(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+        layout, train, _ = setup
+        cfg = load_config(CONFIGS["ga"], overrides)
+        problem = RegressorProblem(layout, train, batch_size=128, eval_block=cfg.ga.eval_block)
+        strategy = build_strategy(cfg, problem)
+        batches = minibatches(train)
+
+        def step() -> None:
+            epoch, index = next(batches)
+            strategy.step(Minibatch(train.x, index, train.y.index_select(0, index)), epoch)
+
+        return step, lambda: strategy.elite
+
+    return build
+
+
+def rmsprop(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+    """RMSprop (lr 1e-3) on the MAPE loss, plain torch."""
+    layout, train, _ = setup
+    weights = torch.nn.Parameter(initial_weights(layout, 1, torch.Generator().manual_seed(SEED))[0])
+    optimizer = torch.optim.RMSprop([weights], lr=1e-3)
+    batches = minibatches(train)
+
+    def step() -> None:
+        _, index = next(batches)
+        optimizer.zero_grad(set_to_none=True)
+        mape(functional_forward(layout, weights, train.x[index]), train.y[index]).backward()
+        optimizer.step()
+
+    return step, lambda: weights.detach()
+
+
+IMPLEMENTATIONS = {
+    "plain torch loop": plain_loop,
+    "DEAP": deap_toolbox,
+    **{name: evogan_engine(overrides) for name, overrides in EVOGAN.items()},
+    "RMSprop": rmsprop,
+}
+
+
+def worker(name: str, seconds: float) -> dict:
+    """One implementation for ``seconds`` of training (this process, one thread)."""
+    torch.set_num_threads(1)
+    cfg = load_config(CONFIGS["ga"])
+    setup = load_and_check(cfg, 128, announce=lambda line: None)
+    layout, _, test = setup
+    step, current = IMPLEMENTATIONS[name](setup)
+    trained, steps, check, curve = 0.0, 0, 0.05, []
+    while trained < seconds:
+        start = time.perf_counter()
+        step()
+        trained += time.perf_counter() - start
+        steps += 1
+        if trained >= check or trained >= seconds:
+            curve.append((trained, fitness(layout, current(), test.x, test.y)))
+            check = trained * 1.1
+    reached = next((t for t, value in curve if value <= TARGET), None)
+    return {
+        "name": name,
+        "steps": steps,
+        "seconds": trained,
+        "per_s": steps / trained,
+        "test_mape": curve[-1][1],
+        "seconds_to_target": reached,
+        "curve": curve,
+    }
+
+
+def _spread(values: list[float], form: Callable[[float], str]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return form(values[0])
+    middle = form(statistics.median(values))
+    return f"{middle} [{form(min(values))}, {form(max(values))}]"
+
+
+def table(results: list[dict], seconds: float, rounds: int) -> list[str]:
+    lines = [
+        f"{seconds:g} s of training each, 1 thread, {rounds} interleaved round(s); "
+        "median [min, max]",
+        "",
+        "| implementation | generations/s | test MAPE at the end | seconds to 10% |",
+        "|---|---|---|---|",
+    ]
+    for name in NAMES:
+        mine = [r for r in results if r["name"] == name]
+        if not mine:
+            continue
+        reached = [r["seconds_to_target"] for r in mine if r["seconds_to_target"] is not None]
+        to_target = _spread(reached, lambda v: f"{v:.2f}")
+        if len(reached) < len(mine):
+            to_target += f" ({len(mine) - len(reached)} of {len(mine)} not reached)"
+        unit = " steps/s" if name == "RMSprop" else ""
+        rate = _spread([r["per_s"] for r in mine], lambda v: f"{v:.1f}") + unit
+        final = _spread([r["test_mape"] for r in mine], lambda v: _pct(v).replace(".00", ".0"))
+        lines.append(f"| {name} | {rate} | {final} | {to_target} |")
+    lines += ["", "Propulate: not installed here, left out."]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=90.0)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--only", nargs="+", choices=NAMES, default=NAMES)
+    parser.add_argument("--out", type=Path, default=None, help="write all results as JSON")
+    parser.add_argument("--worker", choices=NAMES, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.seconds)))
+        return 0
+    results = []
+    for round_ in range(args.rounds):
+        order = args.only[round_ % len(args.only) :] + args.only[: round_ % len(args.only)]
+        for name in order:
+            command = [sys.executable, __file__, "--worker", name, "--seconds", str(args.seconds)]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            results.append({**result, "round": round_})
+            print(
+                f"round {round_ + 1}: {name}: {result['per_s']:.1f}/s, test MAPE "
+                f"{_pct(result['test_mape'])}, to 10%: {result['seconds_to_target']}",
+                flush=True,
+            )
+    lines = table(results, args.seconds, args.rounds)
+    print("\n".join(lines))
+    if args.out is not None:
+        args.out.write_text(json.dumps({"table": lines, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""GA, TPE and PBT, with and without pruning: candidates per hour and best score at equal wall
+time (CPU, minutes per run).
+
+    python scripts/bench_pruning.py --out /tmp/bench_pruning [--backends ga optuna pbt]
+        [--minutes 4] [--steps 9] [--factor 3]
+
+Runs the tiny search family under ``mpirun -n 4`` (2 groups x 2 ranks) with the same seed,
+each run until ``--minutes`` of wall time are spent (a SIGTERM then stops it; a run that
+finishes earlier ends there). GA and Optuna (TPE) run twice: without pruning and with
+successive halving (rungs at ``steps / factor^k``, ``--steps`` steps per member). PBT runs
+once (its exploit step is its pruning): one worker per group, segments of ``--steps`` steps,
+as many segments as the time allows; its genes are the hyper-parameter genes of the tiny space
+(``g_lr``, ``d_lr``, ``energy_weight``) on the tiny base architecture, since PBT copies weights
+between workers. Writes ``bench_pruning.json``: per run the candidates trained (PBT: segments),
+pruned, candidates per hour (up to the last finished one) and the best fitness found by each
+minute of campaign time (PBT: every segment counts, the weights exist at that time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_search import REPO, TINY, _env
+
+PBT_GENES = ("g_lr", "d_lr", "energy_weight")
+PBT_SEGMENTS = 10_000  # more than any wall budget allows: the SIGTERM ends the run
+
+
+def _config(out: Path, args: argparse.Namespace, backend: str, pruning: dict) -> Path:
+    raw = yaml.safe_load(TINY.read_text())
+    raw.update(backend=backend, candidates=10_000, base=str(REPO / "configs/gan3d_tiny.yaml"))
+    raw["budget"] = {"kind": "steps", "amount": args.steps}
+    raw["fitness"] = {"members": 1, "beta": 0.0, "test_events": 40, "energy_bins": 2}
+    raw["ga"].update(population=4, offspring=2)
+    raw["pruning"] = pruning
+    raw["final"] = {"top": 0}
+    if backend == "pbt":
+        raw["space"] = [gene for gene in raw["space"] if gene["name"] in PBT_GENES]
+        raw["budget"]["amount"] = args.steps * PBT_SEGMENTS
+        raw["pbt"] = {"interval": args.steps}
+    path = out / f"{backend}-{pruning['kind']}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _run(out: Path, config: Path, minutes: float) -> Path:
+    """The campaign, its ranks stopped by SIGTERM after ``minutes`` (a clean stop after the
+    running candidates: exit 75)."""
+    campaign = out / config.stem
+    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+    command = [launcher, "-n", "4", "--oversubscribe", sys.executable, "-m", "evogan"]
+    command += ["search", str(config), "--run-dir", str(campaign)]
+    with open(out / f"{config.stem}.log", "w") as log:
+        process = subprocess.Popen(
+            command, env=_env(out), cwd=REPO, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            process.wait(timeout=60 * minutes)
+        except subprocess.TimeoutExpired:
+            for rank in _children(process.pid):  # as Slurm does; mpirun itself would kill them
+                os.kill(rank, signal.SIGTERM)
+            process.wait(timeout=600)
+    return campaign
+
+
+def _children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (the ranks mpirun started), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _figures(campaign: Path, minutes: float) -> dict:
+    rows = []
+    for path in sorted((campaign / "table").glob("*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    trained = [r for r in rows if r["status"] not in ("invalid", "memory")]
+    wall = max((r["elapsed_s"] for r in trained), default=0.0)
+    best_by_minute = []
+    for minute in range(1, int(minutes) + 1):
+        done = [r for r in trained if r["status"] == "ok" and r["elapsed_s"] <= 60 * minute]
+        best_by_minute.append(min((r["fitness"] for r in done), default=None))
+    return {
+        "candidates_trained": len(trained),
+        "pruned": sum(1 for r in trained if r["status"] == "pruned"),
+        "candidates_per_hour": 3600.0 * len(trained) / wall if wall > 0 else 0.0,
+        "best_fitness_by_minute": best_by_minute,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--backends", nargs="+", choices=("ga", "optuna", "pbt"), default=["ga", "optuna", "pbt"]
+    )
+    parser.add_argument("--steps", type=int, default=9)
+    parser.add_argument("--factor", type=int, default=3)
+    parser.add_argument("--minutes", type=float, default=4.0)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"steps": args.steps, "minutes": args.minutes, "runs": {}}
+    halving = {"kind": "successive_halving", "min_budget": 1, "reduction_factor": args.factor}
+    for backend in args.backends:
+        for pruning in [{"kind": "none"}] + ([halving] if backend != "pbt" else []):
+            config = _config(args.out, args, backend, pruning)
+            campaign = _run(args.out, config, args.minutes)
+            name = f"{backend}/{pruning['kind']}"
+            result["runs"][name] = _figures(campaign, args.minutes)
+            print(name, json.dumps(result["runs"][name]), flush=True)
+    (args.out / "bench_pruning.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
