@@ -44,7 +44,11 @@ class CampaignRecord:
         refuse(campaign.path, task, "report", ("search",), "use evogan compare for training runs")
         config = yaml.safe_load((campaign.path / CONFIG).read_text())
         backend = config.get("backend", "?")
-        method = backend if backend in ("ga", "pbt") else config.get("optuna", {}).get("sampler", backend)
+        method = (
+            backend
+            if backend in ("ga", "pbt")
+            else config.get("optuna", {}).get("sampler", backend)
+        )
         summary_file = campaign.path / SUMMARY
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
         return cls(f"{method} ({campaign.path.name})", campaign.path, campaign.rows(), summary)
