@@ -12,7 +12,7 @@ import json
 import math
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -100,20 +100,28 @@ def follow_candidates(campaign: Campaign, target: int, show: bool) -> Iterator[N
     left = max(target - tally.earlier, 0)
     with progress("search", total=left, unit="candidates") as task:
         out = sys.stdout  # inside the display: a rich bar keeps these lines above itself
-        stop = threading.Event()
-
-        def watch() -> None:
-            while not stop.wait(POLL_SECONDS):
-                _report(follower, tally, task, out)
-
-        thread = threading.Thread(target=watch, name="evogan-search-follow", daemon=True)
-        thread.start()
-        try:
+        with polled(lambda: _report(follower, tally, task, out), "evogan-search-follow"):
             yield
-        finally:
-            stop.set()
-            thread.join()
-            _report(follower, tally, task, out)
+
+
+@contextmanager
+def polled(poll: Callable[[], None], name: str) -> Iterator[None]:
+    """Call ``poll`` every ``POLL_SECONDS`` in a thread while the block runs, and once more
+    after it, so the last rows of the table are seen too."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(POLL_SECONDS):
+            poll()
+
+    thread = threading.Thread(target=watch, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        poll()
 
 
 def _report(follower: TableFollower, tally: Tally, task: Task, out: TextIO) -> None:

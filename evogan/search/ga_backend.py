@@ -30,7 +30,7 @@ from evogan.search.campaign import worst_for_null
 from evogan.search.follow import follow_candidates
 from evogan.search.journal import mirror_table
 from evogan.search.rungs import RungHistory
-from evogan.search.scheduler import Session, refused_row, run_job
+from evogan.search.scheduler import Session, refused_row, run_job, serve_leader
 from evogan.search.space import Genome
 from evogan.store import RunDir
 
@@ -265,9 +265,7 @@ def run_ga(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
             if islands.is_leader:
                 stopped = _lead_island(session, islands, quota)
             else:
-                while (job := islands.island.bcast(None, root=0)) is not None:
-                    run_job(session, islands.island, job)
-                stopped, _ = islands.finish(False)
+                stopped = serve_leader(session, islands)
     finally:
         islands.close()
     return stopped

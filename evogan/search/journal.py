@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from evogan.search.campaign import STUDY, TABLE
-from evogan.search.follow import POLL_SECONDS, TableFollower
+from evogan.search.follow import TableFollower, polled
 
 STUDY_NAME = "evogan-search"
 ATTRS = (
@@ -164,7 +163,6 @@ def mirror_table(
     objectives = 1 + int(session.config.fitness.second_objective != "none")
     mirror = make(campaign.path / STUDY, session.space, objectives)
     follower = TableFollower(campaign.path / TABLE)
-    stop = threading.Event()
     broken: list[str] = []
 
     def sync() -> None:
@@ -176,19 +174,9 @@ def mirror_table(
             broken.append(str(exc))
             print(f"search: the Optuna journal stopped: {exc}", file=sys.stderr, flush=True)
 
-    def watch() -> None:
-        while not stop.wait(POLL_SECONDS):
-            sync()
-
     sync()
-    thread = threading.Thread(target=watch, name="evogan-search-journal", daemon=True)
-    thread.start()
-    try:
+    with polled(sync, "evogan-search-journal"):
         yield
-    finally:
-        stop.set()
-        thread.join()
-        sync()
 
 
 class _Recorder:

@@ -35,7 +35,7 @@ from evogan.search.pbt import (
     segment_count,
     segment_id,
 )
-from evogan.search.scheduler import Session, refused_row, run_job
+from evogan.search.scheduler import Session, refused_row, run_job, serve_leader
 
 
 def run_pbt(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
@@ -54,9 +54,7 @@ def run_pbt(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:
             if islands.is_leader:
                 stopped = _lead_worker(session, islands)
             else:
-                while (job := islands.island.bcast(None, root=0)) is not None:
-                    run_job(session, islands.island, job)
-                stopped, _ = islands.finish(False)
+                stopped = serve_leader(session, islands)
     finally:
         islands.close()
     return stopped

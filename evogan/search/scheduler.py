@@ -19,6 +19,7 @@ from typing import Any
 from mpi4py import MPI
 
 from evogan.config.search import SearchConfig
+from evogan.islands.session import IslandSession
 from evogan.logs import labelled_stdout
 from evogan.progress import hushed
 from evogan.search.campaign import Campaign
@@ -105,6 +106,15 @@ def run_job(
     extra = {**result.as_row(), "objectives": result.objectives(second), "ranks": ranks}
     extra["wall_s"] = time.perf_counter() - start
     return session.row(job, extra)
+
+
+def serve_leader(session: Session, islands: IslandSession) -> bool:
+    """A group's non-leader rank: run each job its leader broadcasts until the leader sends
+    None; whether the campaign was stopped."""
+    while (job := islands.island.bcast(None, root=0)) is not None:
+        run_job(session, islands.island, job)
+    stopped, _ = islands.finish(False)
+    return stopped
 
 
 def refused_row(session: Session, job: dict[str, Any], reason: str) -> dict[str, Any]:
