@@ -178,3 +178,24 @@ def test_the_width_term_measures_the_validation_width_and_pulls_the_generator() 
     metrics = step.train_step(*_batch(4))
     assert metrics["g_width"] > 0 and math.isfinite(metrics["g_loss"])
     assert "g_width" not in _step().train_step(*_batch(4))
+
+
+def test_the_sampling_fraction_term_is_zero_at_the_data_scale_and_pulls_the_generator() -> None:
+    """``sampling_fraction_loss`` is the percentage gap of batch-mean ECAL sum / energy: zero
+    for the real sums themselves, 10 for sums 10% high; on in the step, it joins g_loss."""
+    from evogan.gan3d.losses import sampling_fraction_loss
+
+    energy = torch.tensor([10.0, 50.0, 150.0])
+    real = torch.tensor([0.21, 1.02, 2.9])
+    assert float(sampling_fraction_loss(real, real, energy)) == pytest.approx(0.0)
+    assert float(sampling_fraction_loss(1.1 * real, real, energy)) == pytest.approx(10.0)
+    assert float(sampling_fraction_loss(0.8 * real, real, energy)) == pytest.approx(20.0)
+
+    spec = tiny_spec()
+    weighted = spec.model_copy(
+        update={"loss_weights": spec.loss_weights.model_copy(update={"sampling_fraction": 0.5})}
+    )
+    step = GanStep(weighted, *build_models(weighted), torch.Generator().manual_seed(1))
+    metrics = step.train_step(*_batch(4))
+    assert metrics["g_sampling_fraction"] > 0 and math.isfinite(metrics["g_loss"])
+    assert "g_sampling_fraction" not in _step().train_step(*_batch(4))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel
 from evogan.errors import ConfigError
@@ -27,7 +27,9 @@ class ParallelConfig(StrictModel):
 
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
     set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
-    and keeps the best one (docs/gan.md).
+    and keeps the best one (docs/gan.md). The scored and saved generators first get standing
+    batch-norm statistics from ``standing_batches`` training-sized batches (0: the running
+    averages as trained; :mod:`evogan.gan3d.standing_stats`).
     """
 
     mode: Literal["sync", "arar"] = "sync"
@@ -49,6 +51,7 @@ class ParallelConfig(StrictModel):
     validate_every_seconds: float | None = Field(default=None, gt=0)
     validation_events: PositiveInt | None = None
     validation_bins: PositiveInt = 5
+    standing_batches: NonNegativeInt = 100
 
     @model_validator(mode="after")
     def _mode_options(self) -> ParallelConfig:

@@ -75,6 +75,20 @@ def width_loss(fake_cells: torch.Tensor, real_width: torch.Tensor) -> torch.Tens
     return 100.0 * (transverse_width(fake_cells).mean() - real).abs() / real.clamp_min(_EPS)
 
 
+def sampling_fraction_loss(
+    fake_sum: torch.Tensor, real_sum: torch.Tensor, energy: torch.Tensor
+) -> torch.Tensor:
+    """Percentage difference of the batch-mean sampling fractions (ECAL sum / primary energy)
+    of generated showers and of the real showers of the same energies.
+
+    The ECAL-sum head's per-shower MAPE compares each generated shower with an independent real
+    one, so when the scale is off by less than the shower-to-shower spread about as many
+    showers are pushed up as down and its net pull on the scale is weak; a batch mean is off
+    only by the batch's noise, so this term pulls the scale at full strength."""
+    real = (real_sum / energy).mean()
+    return 100.0 * ((fake_sum / energy).mean() - real).abs() / real.clamp_min(_EPS)
+
+
 def gan_loss(
     outputs: dict[str, torch.Tensor],
     labels: torch.Tensor,

@@ -95,12 +95,14 @@ class HeadsSpec(StrictModel):
 
 
 class LossWeights(StrictModel):
-    """Weights of BCE(real/fake), MAPE(energy), MAE(angle), MAPE(ECAL sum), and of the width.
+    """Weights of BCE(real/fake), MAPE(energy), MAE(angle), MAPE(ECAL sum), and of two
+    generator-only batch terms (0: off, as in the originals).
 
-    ``width`` (0: off, as in the originals) weights a generator-only term: the percentage
-    difference between the mean transverse width of the generated batch and of the real batch
-    it is paired with (same energies). It matches a batch mean, not each shower, so it does not
-    shrink the shower-to-shower spread of the width the way a per-shower target would.
+    ``width`` weights the percentage difference between the mean transverse width of the
+    generated batch and of the real batch it is paired with (same energies);
+    ``sampling_fraction`` the same for the mean ECAL sum / primary energy. They match batch
+    means, not each shower, so they do not shrink the shower-to-shower spread the way a
+    per-shower target would.
     """
 
     real_fake: float = Field(default=3.0, ge=0)
@@ -108,6 +110,7 @@ class LossWeights(StrictModel):
     angle: float = Field(default=25.0, ge=0)
     ecal_sum: float = Field(default=0.1, ge=0)
     width: float = Field(default=0.0, ge=0)
+    sampling_fraction: float = Field(default=0.0, ge=0)
 
 
 class GanSpec(StrictModel):

@@ -24,7 +24,13 @@ from __future__ import annotations
 import torch
 
 from evogan.errors import EvoganError
-from evogan.gan3d.losses import flipped_labels, gan_loss, transverse_width, width_loss
+from evogan.gan3d.losses import (
+    flipped_labels,
+    gan_loss,
+    sampling_fraction_loss,
+    transverse_width,
+    width_loss,
+)
 from evogan.gan3d.networks import (
     Discriminator,
     Generator,
@@ -137,9 +143,17 @@ class GanStep:
             labels = torch.ones(batch_size, device=self.device)
             weights = self.spec.loss_weights
             loss, parts = gan_loss(outputs, labels, targets, weights)
+            if weights.width > 0 or weights.sampling_fraction > 0:
+                cells = to_gev(self.spec, fake)
             if weights.width > 0:
-                parts["width"] = width_loss(to_gev(self.spec, fake), self._real_width(batch_size))
+                parts["width"] = width_loss(cells, self._real_width(batch_size))
                 loss = loss + weights.width * parts["width"]
+            if weights.sampling_fraction > 0:
+                real_sum = ecal_sum / self.spec.cell_scale
+                parts["sampling_fraction"] = sampling_fraction_loss(
+                    cells.sum(dim=(1, 2, 3)), real_sum, energy
+                )
+                loss = loss + weights.sampling_fraction * parts["sampling_fraction"]
             loss.backward()
         finally:
             for p in frozen:

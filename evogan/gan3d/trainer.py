@@ -107,6 +107,7 @@ class GanTrainer:
                 world,
                 held_out,
                 best,
+                (settings.standing_batches, settings.rank_batch(spec.batch_size)),
             )
         every = config.checkpoint.every_seconds
         self.cadence = Cadence(
@@ -280,7 +281,8 @@ class GanTrainer:
         """The final generator as ``last_model.h5`` (also ``best_model.h5`` when no validation
         picked one; both self-describing, for ``evogan generate`` and ``evogan validate``) and
         the discriminator; in arar mode also every rank's generator, usable as ensemble
-        members."""
+        members. With validation on, the saved generator has the standing batch-norm statistics
+        it is scored with."""
         world, run, mode, spec = self.world, self.run, self.mode, self.config.spec
         if mode.replicas:
             average_tensors(world, self.parallel.float_buffers())
@@ -296,10 +298,13 @@ class GanTrainer:
             save_generator(
                 run.file(f"{ENSEMBLE}/rank-{world.rank:05d}.h5"), spec, step.generator, meta
             )
+        last = step.generator
+        if self.validation is not None:
+            last = self.validation.scored_copy(step.generator)
         if world.rank == 0:
-            save_generator(run.file(LAST_MODEL), spec, step.generator, meta)
+            save_generator(run.file(LAST_MODEL), spec, last, meta)
             if best:
-                save_generator(run.file(BEST_MODEL), spec, step.generator, meta)
+                save_generator(run.file(BEST_MODEL), spec, last, meta)
             d_meta = {**meta, "kind": "gan3d-discriminator"}
             save_weights(run.file(DISCRIMINATOR), step.discriminator.state_dict(), d_meta)
         world.Barrier()

@@ -4,8 +4,10 @@ physics score (:mod:`evogan.physics`), log it and keep the best generator.
 The reference (features of ``trainer.validation_events`` showers of the test split, disjoint
 from the training showers) is built once, on rank 0; every validation generates showers for the
 same primaries and angles from the same noise stream, so two scores differ by what the
-generator learned, not by the draw. In sync mode the ranks' batch-norm running statistics are
-averaged into a copy (the training state is not touched), as for the saved model.
+generator learned, not by the draw. The scored generator is a copy (the training state is not
+touched) with standing batch-norm statistics (:mod:`evogan.gan3d.standing_stats`) computed
+for the reference's primaries from their own noise stream; without them (``standing_batches:
+0``) a sync run's copy has the ranks' running statistics averaged, as for the saved model.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from evogan.gan3d.data_parallel import average_tensors
 from evogan.gan3d.model_file import save_generator
 from evogan.gan3d.networks import Generator
 from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.standing_stats import standing_statistics
 from evogan.progress import progress
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir
 
@@ -54,7 +57,8 @@ class TrainingValidation:
     """Scores generators against one fixed reference; rank 0 holds the state.
 
     ``replicas``: the ranks hold the same networks (sync mode), so rank 0's generator is scored
-    with the ranks' mean batch-norm statistics."""
+    with the ranks' mean batch-norm statistics. ``standing``: (batches, showers per batch) of
+    the standing statistics, ``(0, n)`` for none."""
 
     def __init__(
         self,
@@ -65,11 +69,12 @@ class TrainingValidation:
         world: MPI.Comm,
         held_out: Any,
         best: float | None,
+        standing: tuple[int, int],
     ) -> None:
         from evogan.physics import Reference
         from evogan.physics.score import FLOOR_SPLITS
 
-        self.spec, self.seed, self.replicas = spec, seed, replicas
+        self.spec, self.seed, self.replicas, self.standing = spec, seed, replicas, standing
         self.world = world
         self.best = best
         self.reference = self.floor = self.spread = None
@@ -94,7 +99,7 @@ class TrainingValidation:
         """Collective: score ``generator`` (rank 0's) at ``at`` (epoch, step, wall_seconds);
         write the record and, when it is the best so far, ``best_model.h5``. Returns the score
         on rank 0."""
-        model = averaged_generator(self.world, generator, self.replicas)
+        model = self.scored_copy(generator)
         if model is None:
             return None
         showers = self._generate(model)
@@ -114,6 +119,16 @@ class TrainingValidation:
         if metrics is not None:
             metrics.write(record)
         return score
+
+    def scored_copy(self, generator: Generator) -> Generator | None:
+        """Collective: on rank 0, a copy of ``generator`` with the batch-norm statistics it is
+        scored and saved with; None on other ranks."""
+        model = averaged_generator(self.world, generator, self.replicas)
+        if model is not None:
+            batches, batch_size = self.standing
+            rng = torch_generator(self.seed, "gan3d", "standing", device=_device(model))
+            standing_statistics(self.spec, model, self.energy, self.theta, batches, batch_size, rng)
+        return model
 
     def _generate(self, model: Generator) -> np.ndarray:
         from evogan.physics.validation import generate_showers
