@@ -3,7 +3,7 @@
 Each benchmark prints its own figures and the ratios to its targets, measured in one run (see
 docs/benchmarks.md). They run one after another so that they do not compete for the cores.
 
-    python scripts/bench.py                 # everything (about 15 minutes on 2 cores)
+    python scripts/bench.py                 # everything (tens of minutes on 2 cores)
     python scripts/bench.py --quick         # shorter versions
     python scripts/bench.py --only synth read
 """
@@ -86,6 +86,21 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             "--out",
             str(out / "search"),
             *(["--candidates", "8"] if quick else []),
+        ],
+        "peers": [  # issue 17's harness: 6 implementations x --seconds each
+            py,
+            str(SCRIPTS / "bench_peers.py"),
+            "--seconds",
+            "30" if quick else "90",
+            "--out",
+            str(out / "peers.json"),
+        ],
+        "scaling": [  # docs/scaling.md
+            py,
+            str(SCRIPTS / "bench_scaling.py"),
+            "--out",
+            str(out / "scaling"),
+            *(["--quick"] if quick else []),
         ],
     }
 

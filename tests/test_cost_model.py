@@ -1,0 +1,73 @@
+"""The communication cost model of docs/scaling.md: fit, allreduce algorithms, the three modes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evogan.distributed.cost_model import (
+    Hockney,
+    LocalCosts,
+    allreduce_seconds,
+    arar_step,
+    buckets,
+    fit_hockney,
+    migration_generation,
+    sync_step,
+)
+
+LINK = Hockney(alpha=2e-6, beta=1e-9)
+LOCAL = LocalCosts(copy=1e-10, add=2e-10)
+
+
+def test_the_hockney_fit_recovers_latency_and_bandwidth() -> None:
+    sizes = [32, 1024, 65536, 1 << 20, 8 << 20]
+    fit, worst = fit_hockney(sizes, [LINK.seconds(n) for n in sizes])
+    assert fit.alpha == pytest.approx(LINK.alpha, rel=1e-6)
+    assert fit.beta == pytest.approx(LINK.beta, rel=1e-6)
+    assert worst < 1e-6
+    with pytest.raises(ValueError, match="needs >= 2"):
+        fit_hockney([32], [1e-6])
+
+
+def test_allreduce_latency_dominates_small_and_bandwidth_large_messages() -> None:
+    """Small: recursive doubling (log P latencies) beats the ring (2(P-1)); large: the ring's
+    2(P-1)/P n beta beats doubling's log P n beta; auto takes the cheaper one."""
+    small, large, p = 64, 64 << 20, 64
+    assert allreduce_seconds(small, p, LINK, LOCAL, "recursive_doubling") < allreduce_seconds(
+        small, p, LINK, LOCAL, "ring"
+    )
+    assert allreduce_seconds(large, p, LINK, LOCAL, "ring") < allreduce_seconds(
+        large, p, LINK, LOCAL, "recursive_doubling"
+    )
+    for n in (small, large):
+        assert allreduce_seconds(n, p, LINK, LOCAL) == min(
+            allreduce_seconds(n, p, LINK, LOCAL, name)
+            for name in ("recursive_doubling", "ring", "rabenseifner")
+        )
+    assert allreduce_seconds(large, 1, LINK, LOCAL) == 0.0
+    with pytest.raises(ValueError, match="unknown"):
+        allreduce_seconds(small, p, LINK, LOCAL, "tree")
+
+
+def test_sync_cost_grows_with_ranks_while_arar_per_rank_cost_stays_flat() -> None:
+    """Sync's all-reduce latency term grows with P; the ring's per-rank traffic is one
+    neighbour each way, so only the stop round's log P term grows."""
+    g, d = 4 << 20, 1 << 20
+    sync = [sync_step(0.5, g, d, 2, p, LINK, LOCAL).comm for p in (2, 64, 1024)]
+    arar = [arar_step(0.5, g, 2, p, LINK, LOCAL).comm for p in (2, 64, 1024)]
+    assert sync[0] < sync[1] < sync[2]
+    assert arar[2] - arar[0] < 1e-4 * arar[0] + 10 * LINK.alpha
+    assert sync_step(0.5, g, d, 2, 64, LINK, LOCAL).efficiency < 1.0
+    assert sum(buckets(g + 6, 1 << 20)) == g + 6
+
+
+def test_migration_overhead_is_amortised_over_the_interval() -> None:
+    every_10 = migration_generation(0.01, 10, 40, 64, LINK, LOCAL, software_s=1e-4)
+    every_100 = migration_generation(0.01, 100, 40, 64, LINK, LOCAL, software_s=1e-4)
+    assert every_100.comm < every_10.comm
+    assert math.isclose(every_10.compute, 0.01)
+    assert migration_generation(0.01, 10, 40, 1, LINK, LOCAL, 1e-4).comm == 0.0
+    with pytest.raises(ValueError, match="topology"):
+        migration_generation(0.01, 10, 40, 4, LINK, LOCAL, 1e-4, topology="star")
