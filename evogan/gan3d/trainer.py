@@ -97,18 +97,7 @@ class GanTrainer:
         )
         self.position, serial, best = self._start(marker)
         self.started = Position(self.position.epoch, self.position.step)
-        validation = None
-        if settings.validates:
-            validation = TrainingValidation(
-                config.spec,
-                config.seed,
-                settings.validation_bins,
-                self.mode.replicas,
-                world,
-                held_out,
-                best,
-                (settings.standing_batches, settings.rank_batch(spec.batch_size)),
-            )
+        validation = self._validation(held_out, best) if settings.validates else None
         every = config.checkpoint.every_seconds
         self.cadence = Cadence(
             world, stop, self.mode.replicas, every, settings.validate_every_seconds
@@ -276,6 +265,20 @@ class GanTrainer:
             self.close()
         else:
             self.parallel.release()  # local
+
+    def _validation(self, held_out: Any, best: float | None) -> TrainingValidation:
+        config = self.config
+        settings, spec = config.trainer, config.spec
+        return TrainingValidation(
+            spec,
+            config.seed,
+            settings.validation_bins,
+            self.mode.replicas,
+            self.world,
+            held_out,
+            best,
+            (settings.standing_batches, settings.rank_batch(spec.batch_size)),
+        )
 
     def _save_models(self, best: bool) -> None:
         """The final generator as ``last_model.h5`` (also ``best_model.h5`` when no validation
