@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from evogan.distributed.signals import rank_pids
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_search import REPO, TINY, _env
 
@@ -67,24 +69,10 @@ def _run(out: Path, config: Path, minutes: float) -> Path:
         try:
             process.wait(timeout=60 * minutes)
         except subprocess.TimeoutExpired:
-            for rank in _children(process.pid):  # as Slurm does; mpirun itself would kill them
+            for rank in rank_pids(process.pid):  # as Slurm does; mpirun itself would kill them
                 os.kill(rank, signal.SIGTERM)
             process.wait(timeout=600)
     return campaign
-
-
-def _children(pid: int) -> list[int]:
-    """Process ids whose parent is ``pid`` (the ranks mpirun started), from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def _figures(campaign: Path, minutes: float) -> dict:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from evogan.distributed.signals import rank_pids
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -94,21 +96,6 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None
             os.killpg(process.pid, signal.SIGKILL)
             pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
         time.sleep(0.02)
-
-
-def rank_pids(pid: int) -> list[int]:
-    """Python rank processes started by the launcher ``pid`` (read from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def terminate_ranks(process: subprocess.Popen) -> None:

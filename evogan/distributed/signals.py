@@ -19,11 +19,27 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def rank_pids(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (the ranks a launcher such as mpirun started), read
+    from /proc: what a batch system signals at the end of an allocation."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
 
 
 @dataclass
