@@ -199,3 +199,37 @@ def test_the_sampling_fraction_term_is_zero_at_the_data_scale_and_pulls_the_gene
     metrics = step.train_step(*_batch(4))
     assert metrics["g_sampling_fraction"] > 0 and math.isfinite(metrics["g_loss"])
     assert "g_sampling_fraction" not in _step().train_step(*_batch(4))
+
+
+def test_the_soft_hit_count_follows_the_validation_hits_and_the_term_pulls_the_generator() -> None:
+    """``soft_hit_count`` tracks the validation's hard count (cells > 3e-4 GeV) within 15% and
+    moves with it when cells fall below the threshold; it passes gradient to cells near the
+    threshold. With ``loss_weights.hits`` on, the generator's loss gains the batch-mean gap,
+    and a generator step without a real batch is refused."""
+    from evogan.gan3d.losses import hits_loss, soft_hit_count
+    from evogan.physics.observables import hit_count
+
+    ecal, _, _ = toy_showers(6, seed=3)
+    hard = hit_count(ecal).astype(float)
+    soft = soft_hit_count(torch.from_numpy(ecal)).numpy()
+    assert np.all(np.abs(soft / hard - 1.0) < 0.15)
+    dimmed = soft_hit_count(torch.from_numpy(0.05 * ecal)).numpy()
+    assert np.all(dimmed < 0.8 * soft) and np.all(hit_count(0.05 * ecal) < hard)
+
+    cells = torch.from_numpy(ecal).clone().requires_grad_(True)
+    real = soft_hit_count(cells).detach()
+    assert float(hits_loss(cells, real)) == pytest.approx(0.0, abs=1e-9)
+    hits_loss(0.5 * cells, real).backward()
+    near = (cells > 1e-4) & (cells < 1e-3)
+    assert (cells.grad[near] < 0).all()  # raising a dimmed cell near the threshold lowers the gap
+
+    spec = tiny_spec()
+    weighted = spec.model_copy(
+        update={"loss_weights": spec.loss_weights.model_copy(update={"hits": 0.2})}
+    )
+    step = GanStep(weighted, *build_models(weighted), torch.Generator().manual_seed(1))
+    with pytest.raises(EvoganError, match="hits of a real batch"):
+        step.generator_grads(4, torch.full((4,), 50.0), torch.full((4,), 1.5), torch.ones(4))
+    metrics = step.train_step(*_batch(4))
+    assert metrics["g_hits"] > 0 and math.isfinite(metrics["g_loss"])
+    assert "g_hits" not in _step().train_step(*_batch(4))

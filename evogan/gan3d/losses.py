@@ -6,12 +6,16 @@ weights [3, 0.1, 25, 0.1] were tuned against that scale.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.nn import functional as F
 
 from evogan.gan3d.spec import LossWeights
+from evogan.physics.features import HIT_THRESHOLD
 
 _EPS = 1e-7  # Keras K.epsilon(): floor of |target| in MAPE
+HIT_SOFTNESS = 0.5  # ln units: a cell a factor e below / above the threshold counts 0.12 / 0.88
 
 
 def flipped_labels(
@@ -69,10 +73,30 @@ def transverse_width(cells: torch.Tensor) -> torch.Tensor:
     return 0.5 * (widths[0] + widths[1])
 
 
+def _batch_mean_gap(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """Percentage difference of the batch means of a per-shower quantity."""
+    return 100.0 * (fake.mean() - real.mean()).abs() / real.mean().clamp_min(_EPS)
+
+
 def width_loss(fake_cells: torch.Tensor, real_width: torch.Tensor) -> torch.Tensor:
     """Percentage difference of the batch-mean widths of generated and real showers."""
-    real = real_width.mean()
-    return 100.0 * (transverse_width(fake_cells).mean() - real).abs() / real.clamp_min(_EPS)
+    return _batch_mean_gap(transverse_width(fake_cells), real_width)
+
+
+def soft_hit_count(cells: torch.Tensor) -> torch.Tensor:
+    """Per shower, a differentiable count of cells above the validation's hit threshold.
+
+    Each cell counts ``sigmoid(ln(E / threshold) / HIT_SOFTNESS)``: a cell just below the
+    threshold has a gradient towards it, which the hard count does not. Empty cells count 0
+    and pass no gradient. ``cells`` are non-negative energies in GeV ``(N, X, Y, Z)``.
+    """
+    log_ratio = cells.clamp_min(1e-12).log() - math.log(HIT_THRESHOLD)
+    return torch.sigmoid(log_ratio / HIT_SOFTNESS).sum(dim=(1, 2, 3))
+
+
+def hits_loss(fake_cells: torch.Tensor, real_hits: torch.Tensor) -> torch.Tensor:
+    """Percentage difference of the batch-mean soft hit counts of generated and real showers."""
+    return _batch_mean_gap(soft_hit_count(fake_cells), real_hits)
 
 
 def sampling_fraction_loss(
@@ -85,8 +109,7 @@ def sampling_fraction_loss(
     one, so when the scale is off by less than the shower-to-shower spread about as many
     showers are pushed up as down and its net pull on the scale is weak; a batch mean is off
     only by the batch's noise, so this term pulls the scale at full strength."""
-    real = (real_sum / energy).mean()
-    return 100.0 * ((fake_sum / energy).mean() - real).abs() / real.clamp_min(_EPS)
+    return _batch_mean_gap(fake_sum / energy, real_sum / energy)
 
 
 def gan_loss(

@@ -100,9 +100,10 @@ class LossWeights(StrictModel):
 
     ``width`` weights the percentage difference between the mean transverse width of the
     generated batch and of the real batch it is paired with (same energies);
-    ``sampling_fraction`` the same for the mean ECAL sum / primary energy. They match batch
-    means, not each shower, so they do not shrink the shower-to-shower spread the way a
-    per-shower target would.
+    ``sampling_fraction`` the same for the mean ECAL sum / primary energy; ``hits`` the same
+    for the mean soft count of cells above 3e-4 GeV (:func:`~evogan.gan3d.losses.soft_hit_count`).
+    They match batch means, not each shower, so they do not shrink the shower-to-shower spread
+    the way a per-shower target would.
     """
 
     real_fake: float = Field(default=3.0, ge=0)
@@ -111,6 +112,7 @@ class LossWeights(StrictModel):
     ecal_sum: float = Field(default=0.1, ge=0)
     width: float = Field(default=0.0, ge=0)
     sampling_fraction: float = Field(default=0.0, ge=0)
+    hits: float = Field(default=0.0, ge=0)
 
 
 class GanSpec(StrictModel):

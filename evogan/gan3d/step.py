@@ -27,7 +27,9 @@ from evogan.errors import EvoganError
 from evogan.gan3d.losses import (
     flipped_labels,
     gan_loss,
+    hits_loss,
     sampling_fraction_loss,
+    soft_hit_count,
     transverse_width,
     width_loss,
 )
@@ -67,7 +69,7 @@ class GanStep:
         self.g_optimizer = torch.optim.RMSprop(generator.parameters(), lr=spec.g_lr, **options)
         self.d_optimizer = torch.optim.RMSprop(discriminator.parameters(), lr=spec.d_lr, **options)
         self._last_real_sum: torch.Tensor | None = None
-        self._last_real_width: torch.Tensor | None = None
+        self._last_real: dict[str, torch.Tensor] = {}  # batch features the generator matches
 
     def to_network(self, ecal_gev: torch.Tensor) -> torch.Tensor:
         """Real cells in GeV (tensor or numpy) -> discriminator input on this step's device."""
@@ -81,8 +83,7 @@ class GanStep:
         energy, theta = self._conditions(energy, theta, real.shape[0])
         targets = self._targets(energy, theta, real_ecal)
         self._last_real_sum = targets["ecal_sum"]
-        if self.spec.loss_weights.width > 0:
-            self._last_real_width = transverse_width(self._cells(real_ecal).clamp_min(0.0))
+        self._last_real = self._real_features(real_ecal)
         with torch.no_grad(), self.forward.autocast(self.device):
             self.generator.train()
             fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
@@ -143,11 +144,14 @@ class GanStep:
             labels = torch.ones(batch_size, device=self.device)
             weights = self.spec.loss_weights
             loss, parts = gan_loss(outputs, labels, targets, weights)
-            if weights.width > 0 or weights.sampling_fraction > 0:
+            if weights.width > 0 or weights.sampling_fraction > 0 or weights.hits > 0:
                 cells = to_gev(self.spec, fake)
             if weights.width > 0:
-                parts["width"] = width_loss(cells, self._real_width(batch_size))
+                parts["width"] = width_loss(cells, self._real("width", batch_size))
                 loss = loss + weights.width * parts["width"]
+            if weights.hits > 0:
+                parts["hits"] = hits_loss(cells, self._real("hits", batch_size))
+                loss = loss + weights.hits * parts["hits"]
             if weights.sampling_fraction > 0:
                 real_sum = ecal_sum / self.spec.cell_scale
                 parts["sampling_fraction"] = sampling_fraction_loss(
@@ -176,14 +180,27 @@ class GanStep:
                 metrics[key] = metrics.get(key, 0.0) + value / steps
         return metrics
 
-    def _real_width(self, batch_size: int) -> torch.Tensor:
-        width = self._last_real_width
-        if width is None or width.shape[0] != batch_size:
+    def _real_features(self, real_ecal: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The real batch's per-shower features that the generator's batch terms match."""
+        weights = self.spec.loss_weights
+        if weights.width == 0 and weights.hits == 0:
+            return {}
+        cells = self._cells(real_ecal).clamp_min(0.0)
+        features = {}
+        if weights.width > 0:
+            features["width"] = transverse_width(cells)
+        if weights.hits > 0:
+            features["hits"] = soft_hit_count(cells)
+        return features
+
+    def _real(self, feature: str, batch_size: int) -> torch.Tensor:
+        values = self._last_real.get(feature)
+        if values is None or values.shape[0] != batch_size:
             raise EvoganError(
-                "the width term needs the widths of a real batch of the same size: "
+                f"the {feature} term needs the {feature} of a real batch of the same size: "
                 "call discriminator_grads first"
             )
-        return width
+        return values
 
     def _conditions(
         self, energy: torch.Tensor, theta: torch.Tensor | None, n: int
