@@ -181,15 +181,18 @@ def test_the_width_term_measures_the_validation_width_and_pulls_the_generator() 
 
 
 def test_the_sampling_fraction_term_is_zero_at_the_data_scale_and_pulls_the_generator() -> None:
-    """``sampling_fraction_loss`` is the percentage gap of batch-mean ECAL sum / energy: zero
-    for the real sums themselves, 10 for sums 10% high; on in the step, it joins g_loss."""
-    from evogan.gan3d.losses import sampling_fraction_loss
+    """The sampling-fraction term is the percentage gap of batch-mean ECAL sum / energy: zero
+    for the real sums themselves, 10 for sums 10% high; on in the step, it joins g_loss and
+    the step reports the signed generated / real ratio."""
+    from evogan.gan3d.losses import batch_features, batch_mean_gap
 
     energy = torch.tensor([10.0, 50.0, 150.0])
     real = torch.tensor([0.21, 1.02, 2.9])
-    assert float(sampling_fraction_loss(real, real, energy)) == pytest.approx(0.0)
-    assert float(sampling_fraction_loss(1.1 * real, real, energy)) == pytest.approx(10.0)
-    assert float(sampling_fraction_loss(0.8 * real, real, energy)) == pytest.approx(20.0)
+    cells = real[:, None, None, None] * torch.tensor([0.25, 0.75]).reshape(1, 2, 1, 1)
+    fraction = batch_features(cells, energy, ("sampling_fraction",))["sampling_fraction"]
+    assert torch.allclose(fraction, real / energy)
+    for scale, gap in ((1.0, 0.0), (1.1, 10.0), (0.8, 20.0)):
+        assert float(batch_mean_gap(scale * real / energy, real / energy)) == pytest.approx(gap)
 
     spec = tiny_spec()
     weighted = spec.model_copy(
@@ -198,6 +201,8 @@ def test_the_sampling_fraction_term_is_zero_at_the_data_scale_and_pulls_the_gene
     step = GanStep(weighted, *build_models(weighted), torch.Generator().manual_seed(1))
     metrics = step.train_step(*_batch(4))
     assert metrics["g_sampling_fraction"] > 0 and math.isfinite(metrics["g_loss"])
+    ratio = metrics["g_sampling_fraction_ratio"]
+    assert metrics["g_sampling_fraction"] == pytest.approx(100 * abs(ratio - 1), rel=1e-4)
     assert "g_sampling_fraction" not in _step().train_step(*_batch(4))
 
 
@@ -206,7 +211,7 @@ def test_the_soft_hit_count_follows_the_validation_hits_and_the_term_pulls_the_g
     moves with it when cells fall below the threshold; it passes gradient to cells near the
     threshold. With ``loss_weights.hits`` on, the generator's loss gains the batch-mean gap,
     and a generator step without a real batch is refused."""
-    from evogan.gan3d.losses import hits_loss, soft_hit_count
+    from evogan.gan3d.losses import batch_mean_gap, soft_hit_count
     from evogan.physics.observables import hit_count
 
     ecal, _, _ = toy_showers(6, seed=3)
@@ -218,8 +223,8 @@ def test_the_soft_hit_count_follows_the_validation_hits_and_the_term_pulls_the_g
 
     cells = torch.from_numpy(ecal).clone().requires_grad_(True)
     real = soft_hit_count(cells).detach()
-    assert float(hits_loss(cells, real)) == pytest.approx(0.0, abs=1e-9)
-    hits_loss(0.5 * cells, real).backward()
+    assert float(batch_mean_gap(soft_hit_count(cells), real)) == pytest.approx(0.0, abs=1e-9)
+    batch_mean_gap(soft_hit_count(0.5 * cells), real).backward()
     near = (cells > 1e-4) & (cells < 1e-3)
     assert (cells.grad[near] < 0).all()  # raising a dimmed cell near the threshold lowers the gap
 
@@ -232,4 +237,5 @@ def test_the_soft_hit_count_follows_the_validation_hits_and_the_term_pulls_the_g
         step.generator_grads(4, torch.full((4,), 50.0), torch.full((4,), 1.5), torch.ones(4))
     metrics = step.train_step(*_batch(4))
     assert metrics["g_hits"] > 0 and math.isfinite(metrics["g_loss"])
+    assert metrics["g_hits_ratio"] > 0
     assert "g_hits" not in _step().train_step(*_batch(4))

@@ -73,16 +73,6 @@ def transverse_width(cells: torch.Tensor) -> torch.Tensor:
     return 0.5 * (widths[0] + widths[1])
 
 
-def _batch_mean_gap(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    """Percentage difference of the batch means of a per-shower quantity."""
-    return 100.0 * (fake.mean() - real.mean()).abs() / real.mean().clamp_min(_EPS)
-
-
-def width_loss(fake_cells: torch.Tensor, real_width: torch.Tensor) -> torch.Tensor:
-    """Percentage difference of the batch-mean widths of generated and real showers."""
-    return _batch_mean_gap(transverse_width(fake_cells), real_width)
-
-
 def soft_hit_count(cells: torch.Tensor) -> torch.Tensor:
     """Per shower, a differentiable count of cells above the validation's hit threshold.
 
@@ -94,22 +84,33 @@ def soft_hit_count(cells: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(log_ratio / HIT_SOFTNESS).sum(dim=(1, 2, 3))
 
 
-def hits_loss(fake_cells: torch.Tensor, real_hits: torch.Tensor) -> torch.Tensor:
-    """Percentage difference of the batch-mean soft hit counts of generated and real showers."""
-    return _batch_mean_gap(soft_hit_count(fake_cells), real_hits)
+BATCH_TERMS = ("width", "hits", "sampling_fraction")
 
 
-def sampling_fraction_loss(
-    fake_sum: torch.Tensor, real_sum: torch.Tensor, energy: torch.Tensor
-) -> torch.Tensor:
-    """Percentage difference of the batch-mean sampling fractions (ECAL sum / primary energy)
-    of generated showers and of the real showers of the same energies.
+def batch_features(
+    cells: torch.Tensor, energy: torch.Tensor, names: tuple[str, ...]
+) -> dict[str, torch.Tensor]:
+    """Per shower, the quantities named (of :data:`BATCH_TERMS`) that the generator's batch
+    terms match: transverse width in cells, soft hit count, ECAL sum / primary energy.
+    ``cells`` are non-negative energies in GeV ``(N, X, Y, Z)``, ``energy`` in GeV ``(N,)``."""
+    measures = {
+        "width": lambda: transverse_width(cells),
+        "hits": lambda: soft_hit_count(cells),
+        "sampling_fraction": lambda: cells.sum(dim=(1, 2, 3)) / energy,
+    }
+    return {name: measures[name]() for name in names}
 
-    The ECAL-sum head's per-shower MAPE compares each generated shower with an independent real
-    one, so when the scale is off by less than the shower-to-shower spread about as many
-    showers are pushed up as down and its net pull on the scale is weak; a batch mean is off
-    only by the batch's noise, so this term pulls the scale at full strength."""
-    return _batch_mean_gap(fake_sum / energy, real_sum / energy)
+
+def batch_mean_gap(fake: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """Percentage difference of the batch means of a per-shower quantity of generated showers
+    and of the real showers they are paired with (same energies).
+
+    A per-shower target (as the ECAL-sum head's MAPE) compares each generated shower with an
+    independent real one: when the offset is smaller than the shower-to-shower spread, about
+    as many showers are pushed up as down and the net pull is weak, and what pull there is
+    shrinks the spread. A batch mean is off only by the batch's noise, so this pulls at full
+    strength and leaves the spread free."""
+    return 100.0 * (fake.mean() - real.mean()).abs() / real.mean().clamp_min(_EPS)
 
 
 def gan_loss(

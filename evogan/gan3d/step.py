@@ -25,13 +25,11 @@ import torch
 
 from evogan.errors import EvoganError
 from evogan.gan3d.losses import (
+    BATCH_TERMS,
+    batch_features,
+    batch_mean_gap,
     flipped_labels,
     gan_loss,
-    hits_loss,
-    sampling_fraction_loss,
-    soft_hit_count,
-    transverse_width,
-    width_loss,
 )
 from evogan.gan3d.networks import (
     Discriminator,
@@ -83,7 +81,8 @@ class GanStep:
         energy, theta = self._conditions(energy, theta, real.shape[0])
         targets = self._targets(energy, theta, real_ecal)
         self._last_real_sum = targets["ecal_sum"]
-        self._last_real = self._real_features(real_ecal)
+        paired = tuple(name for name in self._batch_terms() if name != "sampling_fraction")
+        self._last_real = batch_features(self._cells(real_ecal).clamp_min(0.0), energy, paired)
         with torch.no_grad(), self.forward.autocast(self.device):
             self.generator.train()
             fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
@@ -136,6 +135,7 @@ class GanStep:
         frozen = [p for p in self.discriminator.parameters() if p.requires_grad]
         for p in frozen:
             p.requires_grad_(False)
+        ratios: dict[str, float] = {}  # generated / real batch means of the batch terms
         try:
             latent = make_latent(self.spec, energy, theta, self.rng, self.shard)
             with self.forward.autocast(self.device):
@@ -144,25 +144,23 @@ class GanStep:
             labels = torch.ones(batch_size, device=self.device)
             weights = self.spec.loss_weights
             loss, parts = gan_loss(outputs, labels, targets, weights)
-            if weights.width > 0 or weights.sampling_fraction > 0 or weights.hits > 0:
-                cells = to_gev(self.spec, fake)
-            if weights.width > 0:
-                parts["width"] = width_loss(cells, self._real("width", batch_size))
-                loss = loss + weights.width * parts["width"]
-            if weights.hits > 0:
-                parts["hits"] = hits_loss(cells, self._real("hits", batch_size))
-                loss = loss + weights.hits * parts["hits"]
-            if weights.sampling_fraction > 0:
-                real_sum = ecal_sum / self.spec.cell_scale
-                parts["sampling_fraction"] = sampling_fraction_loss(
-                    cells.sum(dim=(1, 2, 3)), real_sum, energy
+            terms = self._batch_terms()
+            fake_values = batch_features(to_gev(self.spec, fake), energy, terms)
+            for name in terms:
+                real = (
+                    ecal_sum / self.spec.cell_scale / energy
+                    if name == "sampling_fraction"
+                    else self._real(name, batch_size)
                 )
-                loss = loss + weights.sampling_fraction * parts["sampling_fraction"]
+                parts[name] = batch_mean_gap(fake_values[name], real)
+                loss = loss + getattr(weights, name) * parts[name]
+                ratios[f"g_{name}_ratio"] = float(fake_values[name].detach().mean() / real.mean())
             loss.backward()
         finally:
             for p in frozen:
                 p.requires_grad_(True)
         metrics = {f"g_{key}": float(value.detach()) for key, value in parts.items()}
+        metrics.update(ratios)
         metrics["g_loss"] = float(loss.detach())
         return metrics
 
@@ -180,18 +178,10 @@ class GanStep:
                 metrics[key] = metrics.get(key, 0.0) + value / steps
         return metrics
 
-    def _real_features(self, real_ecal: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The real batch's per-shower features that the generator's batch terms match."""
+    def _batch_terms(self) -> tuple[str, ...]:
+        """The generator's batch terms that are on (weight above 0)."""
         weights = self.spec.loss_weights
-        if weights.width == 0 and weights.hits == 0:
-            return {}
-        cells = self._cells(real_ecal).clamp_min(0.0)
-        features = {}
-        if weights.width > 0:
-            features["width"] = transverse_width(cells)
-        if weights.hits > 0:
-            features["hits"] = soft_hit_count(cells)
-        return features
+        return tuple(name for name in BATCH_TERMS if getattr(weights, name) > 0)
 
     def _real(self, feature: str, batch_size: int) -> torch.Tensor:
         values = self._last_real.get(feature)
