@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -74,8 +75,8 @@ def evogan(
 
 
 def launch(ranks: int, args: list[str]) -> subprocess.Popen:
-    """Start ``python args...`` under ``mpirun -n ranks`` in its own session (so a test can
-    kill the whole job with ``os.killpg``), without waiting for it."""
+    """Start ``python args...`` under ``mpirun -n ranks`` in its own session, without waiting
+    for it; :func:`kill_job` ends it."""
     command = ["mpirun", "-n", str(ranks), "--oversubscribe", sys.executable, *args]
     return subprocess.Popen(
         command,
@@ -93,9 +94,32 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None
     deadline = time.monotonic() + timeout
     while not path.exists():
         if process.poll() is not None or time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
+            kill_job(process)
             pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
         time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def kill_job(process: subprocess.Popen) -> None:
+    """SIGKILL an MPI job and wait until its ranks are gone. Open MPI puts each rank in a
+    process group of its own, so ``os.killpg`` of the launcher alone leaves the ranks running
+    (and writing) for a while after it."""
+    ranks = rank_pids(process.pid)
+    os.killpg(process.pid, signal.SIGKILL)
+    for pid in ranks:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+    while any(_running(pid) for pid in ranks):
+        time.sleep(0.05)
 
 
 def terminate_ranks(process: subprocess.Popen) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ from evogan.store import load_weights, read_metrics
 from tests.conftest import (
     REPO,
     evogan,
+    kill_job,
     launch,
     mpirun,
     terminate_ranks,
@@ -154,8 +153,7 @@ def test_sync_runs_are_identical_and_survive_a_kill(config, tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     process = launch(2, [SCRIPT, str(config), str(killed), *SYNC_LONG])
     wait_for(killed / "checkpoints/island-0001/gen-00000040.h5", process, timeout=40)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=10)
+    kill_job(process)
     assert not (killed / "summary.json").exists()
     refused = evogan_mpi(2, ["evolve", "--resume", str(killed)])  # killed: no clean stop
     assert refused.returncode == 2

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import pytest
 import yaml
 
 from evogan.search import Space
-from tests.conftest import REPO, mpi_env, mpirun
+from tests.conftest import REPO, kill_job, mpi_env, mpirun
 
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
 
@@ -237,6 +236,5 @@ def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int) -> int:
         while len(_rows(out)) < rows and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.2)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        kill_job(process)
     return len(_rows(out))
