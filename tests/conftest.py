@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evogan.distributed.signals import rank_pids
+from evogan.distributed.signals import rank_pids, running
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,15 +99,6 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None
         time.sleep(0.02)
 
 
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def kill_job(process: subprocess.Popen) -> None:
     """SIGKILL an MPI job and wait until its ranks are gone. Open MPI puts each rank in a
     process group of its own, so ``os.killpg`` of the launcher alone leaves the ranks running
@@ -118,7 +109,7 @@ def kill_job(process: subprocess.Popen) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     process.wait()
-    while any(_running(pid) for pid in ranks):
+    while any(running(pid) for pid in ranks):
         time.sleep(0.05)
 
 

@@ -27,19 +27,32 @@ import numpy as np
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, parent, ...), or None
+    when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def rank_pids(pid: int) -> list[int]:
     """Process ids whose parent is ``pid`` (the ranks a launcher such as mpirun started), read
     from /proc: what a batch system signals at the end of an allocation."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            fields = _stat(entry.name)
+            if fields is not None and int(fields[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a killed rank whose launcher is
+    gone may stay a zombie until something reaps it)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 @dataclass

@@ -81,8 +81,10 @@ class GanStep:
         energy, theta = self._conditions(energy, theta, real.shape[0])
         targets = self._targets(energy, theta, real_ecal)
         self._last_real_sum = targets["ecal_sum"]
-        paired = tuple(name for name in self._batch_terms() if name != "sampling_fraction")
-        self._last_real = batch_features(self._cells(real_ecal).clamp_min(0.0), energy, paired)
+        terms = self._batch_terms()
+        if terms:
+            real_cells = self._cells(real_ecal).clamp_min(0.0)
+            self._last_real = batch_features(real_cells, energy, terms)
         with torch.no_grad(), self.forward.autocast(self.device):
             self.generator.train()
             fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
@@ -116,7 +118,8 @@ class GanStep:
 
         ``ecal_sum`` is the ECAL-sum target in network cell units (``cell_scale`` x GeV);
         by default the sums of the real batch last given to :meth:`discriminator_grads`, as the
-        original pairs every generator update with the preceding real batch.
+        original pairs every generator update with the preceding real batch. The batch terms
+        (width, hits, sampling fraction) always match that real batch.
         """
         energy, theta = self._conditions(energy, theta, batch_size)
         if ecal_sum is None:
@@ -145,13 +148,9 @@ class GanStep:
             weights = self.spec.loss_weights
             loss, parts = gan_loss(outputs, labels, targets, weights)
             terms = self._batch_terms()
-            fake_values = batch_features(to_gev(self.spec, fake), energy, terms)
+            fake_values = batch_features(to_gev(self.spec, fake), energy, terms) if terms else {}
             for name in terms:
-                real = (
-                    ecal_sum / self.spec.cell_scale / energy
-                    if name == "sampling_fraction"
-                    else self._real(name, batch_size)
-                )
+                real = self._real(name, batch_size)
                 parts[name] = batch_mean_gap(fake_values[name], real)
                 loss = loss + getattr(weights, name) * parts[name]
                 ratios[f"g_{name}_ratio"] = float(fake_values[name].detach().mean() / real.mean())
