@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
+from evogan.distributed.signals import check_stop
 from evogan.engine import Streams
 from evogan.progress import format_seconds
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
@@ -61,7 +62,9 @@ def train_rmsprop(
     observers: Iterable[Callable[[dict[str, Any]], None]] = (),
     epoch_report: Callable[[RegressorNet], dict[str, Any]] | None = None,
 ) -> TrainResult:
-    """Minimise the training MAPE with RMSprop; one record per step and per epoch."""
+    """Minimise the training MAPE with RMSprop; one record per step and per epoch. Every step
+    starts with :func:`~evogan.distributed.signals.check_stop`, so a stop signal ends the run
+    within a step even when its exception was raised inside code that discarded it."""
     net = RegressorNet.from_genome(layout, initial_weights(layout, 1, streams.init)[0])
     optimizer = torch.optim.RMSprop(net.parameters(), lr=lr)
     observers = list(observers)
@@ -70,6 +73,7 @@ def train_rmsprop(
     best, best_fitness = net.genome(), float("inf")
     for epoch in range(epochs):
         for index in epoch_indices(len(train), batch_size, streams.data):
+            check_stop()
             tick = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             loss = mape(net(train.x.index_select(0, index)), train.y.index_select(0, index))
