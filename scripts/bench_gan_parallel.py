@@ -9,7 +9,9 @@ showers (no file I/O), after warm-up steps:
 
 Modes: ``sync`` (all-reduce of both networks' gradients), ``arar`` (SAGIPS ring of generator
 gradients, discriminators local), ``rma`` (the ring through RMA windows). Communication time is
-the wall clock inside the exchanges, so in ``sync`` it includes waiting for the slowest rank.
+the wall clock inside the exchanges, so in ``sync`` it includes waiting for the slowest rank;
+``compute_spread_ms`` is how much the ranks' compute per step (step minus exchanges) differs
+at the same step (standard deviation across ranks, pooled over steps): what makes them wait.
 """
 
 from __future__ import annotations
@@ -58,11 +60,13 @@ def bench_mode(
         parallel.train_step(real, energy, theta, outer=False)
     world.Barrier()
     comm = work = 0.0
+    compute = []
     start = time.perf_counter()
     for index in range(steps):
         figures = parallel.train_step(real, energy, theta, outer=index == steps - 1)
         comm += figures["comm_s"]
         work += figures["step_s"]
+        compute.append(figures["step_s"] - figures["comm_s"])
     world.Barrier()
     wall = time.perf_counter() - start
     stats = parallel.close()
@@ -70,11 +74,18 @@ def bench_mode(
     g_values = sum(p.numel() for p in parallel.step.generator.parameters())
     d_values = sum(p.numel() for p in parallel.step.discriminator.parameters())
     exchanged = g_values * spec.generator_steps + (d_values if name == "sync" else 0)
-    mine = {"comm_s": comm, "step_s": work, "received": stats["generator"]["received"]}
+    mine = {
+        "comm_s": comm,
+        "step_s": work,
+        "compute_s": compute,
+        "received": stats["generator"]["received"],
+    }
     ranks = world.gather(mine, root=0)
     if world.rank != 0:
         return None
     shares = [r["comm_s"] / r["step_s"] for r in ranks]
+    per_step = np.array([r["compute_s"] for r in ranks])  # ranks x steps
+    spread = float(np.sqrt(per_step.var(axis=0, ddof=1).mean())) if len(ranks) > 1 else 0.0
     return {
         "mode": name,
         "ranks": world.size,
@@ -83,6 +94,7 @@ def bench_mode(
         "samples_per_s": world.size * steps * batch / wall,
         "step_ms": 1e3 * float(np.mean([r["step_s"] for r in ranks])) / steps,
         "comm_ms_per_step": 1e3 * float(np.mean([r["comm_s"] for r in ranks])) / steps,
+        "compute_spread_ms": 1e3 * spread,
         "comm_share": float(np.mean(shares)),
         "comm_share_max": float(np.max(shares)),
         "mbytes_sent_per_step": 4 * exchanged / 2**20,

@@ -5,7 +5,10 @@ a check of the model against real evogan runs at a few ranks (docs/scaling.md).
    to the 3DGAN generator's gradient size at 2 ranks, fitted to ``alpha + n * beta``; one
    ``Allreduce`` vs size at every rank count of ``--ranks``; a core's copy and float32-sum rate.
 2. model (evogan/distributed/cost_model.py): island migration, sync all-reduce and ARAR step
-   costs and parallel efficiency for P = 2..1024.
+   costs and parallel efficiency for P = 2..1024. Point-to-point messages (migration, the ARAR
+   ring) use the ping-pong fit; sync's all-reduces use the fit of the measured ``Allreduce``
+   times at every P, plus the wait for the slowest rank from the measured spread of the ranks'
+   compute per step.
 3. check: ``evogan evolve`` islands (as scripts/bench_islands.py, checkpoints off) and
    scripts/bench_gan_parallel.py (sync, arar) at every rank count; the model, given the
    compute time measured at that P, against the measured communication.
@@ -13,7 +16,7 @@ a check of the model against real evogan runs at a few ranks (docs/scaling.md).
 Every measurement is repeated ``--rounds`` times, rounds interleaved (round 1 at every P, then
 round 2, ...) because the VM's speed drifts over minutes; medians and ranges are reported.
 
-    python scripts/bench_scaling.py --out /tmp/bench_scaling             # ~8-10 min, 2 cores
+    python scripts/bench_scaling.py --out /tmp/bench_scaling             # ~7 min, 2 cores
     python scripts/bench_scaling.py --out /tmp/bench_scaling --quick     # ~1-2 min
     python scripts/bench_scaling.py --out DIR --from DIR/scaling.json    # re-analyse only
 
@@ -45,8 +48,10 @@ from evogan.distributed.cost_model import (  # noqa: E402
     StepCost,
     allreduce_seconds,
     arar_step,
+    fit_allreduce,
     fit_hockney,
     migration_generation,
+    straggler_wait,
     sync_step,
 )
 
@@ -310,6 +315,28 @@ def link_costs(raw: dict[str, Any]) -> tuple[Hockney, LocalCosts, dict[str, Any]
     return link, local, report
 
 
+def collective_costs(raw: dict[str, Any], local: LocalCosts) -> tuple[Hockney, dict[str, Any]]:
+    """Per-round fits of every measured ``Allreduce`` (all P, all sizes) to the algorithmic
+    form of :func:`fit_allreduce`, and their medians."""
+    fits, residuals = [], []
+    for entry in raw["rounds"]:
+        points = [
+            (int(ranks), size, seconds)
+            for ranks, micro in entry["micro"].items()
+            for size, seconds in zip(micro["sizes"], micro["allreduce_s"], strict=True)
+        ]
+        fit, residual = fit_allreduce(points, local)
+        fits.append(fit)
+        residuals.append(residual)
+    collective = Hockney(_median([f.alpha for f in fits]), _median([f.beta for f in fits]))
+    report = {
+        "alpha_s": spread([f.alpha for f in fits]),
+        "bandwidth_GB_s": spread([1e-9 / f.beta if f.beta else math.inf for f in fits]),
+        "max_relative_residual": spread(residuals),
+    }
+    return collective, report
+
+
 def pingpong_check(raw: dict[str, Any], link: Hockney) -> list[dict[str, Any]]:
     """Measured one-way time per size (median over rounds) against the fitted line."""
     micros = [entry["micro"]["2"] for entry in raw["rounds"]]
@@ -328,8 +355,11 @@ def pingpong_check(raw: dict[str, Any], link: Hockney) -> list[dict[str, Any]]:
     return rows
 
 
-def allreduce_check(raw: dict[str, Any], link: Hockney, local: LocalCosts) -> list[dict]:
-    """Measured Allreduce (median over rounds) against each algorithm's prediction."""
+def allreduce_check(
+    raw: dict[str, Any], link: Hockney, local: LocalCosts, collective: Hockney
+) -> list[dict]:
+    """Measured Allreduce (median over rounds) against each algorithm's prediction from the
+    ping-pong line, and against the all-reduce fit (``fitted``)."""
     rows = []
     for ranks in raw["ranks"]:
         micros = [entry["micro"][str(ranks)] for entry in raw["rounds"]]
@@ -340,6 +370,9 @@ def allreduce_check(raw: dict[str, Any], link: Hockney, local: LocalCosts) -> li
                 predicted = allreduce_seconds(size, ranks, link, local, algorithm)
                 row[f"{algorithm}_s"] = predicted
                 row[f"{algorithm}_ratio"] = _median(measured) / predicted
+            fitted = allreduce_seconds(size, ranks, collective, local, "rabenseifner")
+            row["fitted_s"] = fitted
+            row["fitted_ratio"] = _median(measured) / fitted
             rows.append(row)
     return rows
 
@@ -400,28 +433,44 @@ def migration_check(raw: dict[str, Any], link: Hockney, local: LocalCosts) -> di
     }
 
 
-def gan_check(raw: dict[str, Any], link: Hockney, local: LocalCosts) -> dict[str, Any]:
-    """Predicted communication per step (with the compute measured at that P) vs measured."""
+def gan_check(
+    raw: dict[str, Any], link: Hockney, local: LocalCosts, collective: Hockney
+) -> dict[str, Any]:
+    """Predicted communication per step (with the compute and its spread across ranks measured
+    at that P) vs measured; ``pingpong_comm_s`` is the prediction without the straggler wait
+    and with the ping-pong line for the all-reduces."""
     net = raw["networks"]["tiny"]
     rows = []
     for ranks in raw["ranks"]:
         for mode in ("sync", "arar"):
-            measured, predicted, compute = [], [], []
+            measured, predicted, pingpong, wait, compute, spreads = [], [], [], [], [], []
             for entry in raw["rounds"]:
                 run = next(r for r in entry["gan"][str(ranks)]["runs"] if r["mode"] == mode)
                 comm_s = run["comm_ms_per_step"] / 1e3
                 compute_s = run["step_ms"] / 1e3 - comm_s
+                spread_s = run["compute_spread_ms"] / 1e3
+                full = _gan_cost(
+                    mode, compute_s, net, ranks, link, collective, local, raw, spread_s
+                )
+                bare = _gan_cost(mode, compute_s, net, ranks, link, link, local, raw, 0.0)
                 measured.append(comm_s)
                 compute.append(compute_s)
-                predicted.append(_gan_cost(mode, compute_s, net, ranks, link, local, raw).comm)
+                spreads.append(spread_s)
+                predicted.append(full.comm)
+                pingpong.append(bare.comm)
+                barriers = 1 + net["generator_steps"]
+                wait.append(straggler_wait(spread_s, ranks, barriers) if mode == "sync" else 0.0)
             compute_s = _median(compute)
             rows.append(
                 {
                     "mode": mode,
                     "ranks": ranks,
                     "compute_s": spread(compute),
+                    "compute_spread_s": spread(spreads),
                     "measured_comm_s": spread(measured),
                     "predicted_comm_s": spread(predicted),
+                    "predicted_wait_s": spread(wait),
+                    "pingpong_comm_s": spread(pingpong),
                     "ratio": _median(measured) / _median(predicted),
                     "measured_efficiency": compute_s / (compute_s + _median(measured)),
                     "predicted_efficiency": compute_s / (compute_s + _median(predicted)),
@@ -436,12 +485,15 @@ def _gan_cost(
     net: dict[str, int],
     ranks: int,
     link: Hockney,
+    collective: Hockney,
     local: LocalCosts,
     raw: dict[str, Any],
+    spread_s: float,
     agreement: bool = False,
     outer: float = 0.0,
 ) -> StepCost:
-    """bench_gan_parallel times the exchanges only: no stop round unless ``agreement``."""
+    """bench_gan_parallel times the exchanges only: no stop round unless ``agreement``. Sync's
+    all-reduces cost what ``collective`` says, and wait for stragglers by ``spread_s``."""
     if mode == "sync":
         return sync_step(
             compute_s,
@@ -449,10 +501,12 @@ def _gan_cost(
             net["discriminator_bytes"],
             net["generator_steps"],
             ranks,
-            link,
+            collective,
             local,
             raw["bucket_bytes"],
             agreement=agreement,
+            algorithm="rabenseifner",
+            compute_spread_s=spread_s,
         )
     cost = arar_step(
         compute_s, net["generator_bytes"], net["generator_steps"], ranks, link, local, outer
@@ -466,12 +520,15 @@ def _gan_cost(
 def curves(
     raw: dict[str, Any],
     link: Hockney,
+    collective: Hockney,
     local: LocalCosts,
     migration: dict[str, Any] | None,
     gan: dict[str, Any] | None,
     full_step_s: float | None,
 ) -> dict[str, list[float]]:
-    """Predicted efficiency at P = 2..1024 (stop rounds included, as in a real run)."""
+    """Predicted efficiency at P = 2..1024 (stop rounds included, as in a real run). The
+    straggler wait uses the ranks' compute spread measured at 2 ranks, relative to the
+    compute (so the 51x51x25 curves assume the tiny spec's relative spread)."""
     out: dict[str, list[float]] = {"ranks": MODEL_RANKS}
     if migration is not None:
         for topology in ("ring", "full"):
@@ -489,18 +546,21 @@ def curves(
                 for p in MODEL_RANKS
             ]
     workloads = []
+    relative = {"sync": 0.0, "arar": 0.0}
     if gan is not None:
-        compute = {
-            row["mode"]: row["compute_s"]["median"] for row in gan["rows"] if row["ranks"] == 2
-        }
-        workloads += [("tiny", mode, compute[mode]) for mode in ("sync", "arar")]
+        two = {row["mode"]: row for row in gan["rows"] if row["ranks"] == 2}
+        for mode in ("sync", "arar"):
+            compute_s = two[mode]["compute_s"]["median"]
+            relative[mode] = two[mode]["compute_spread_s"]["median"] / compute_s
+            workloads.append(("tiny", mode, compute_s))
     if full_step_s is not None:
         workloads += [("full", mode, full_step_s) for mode in ("sync", "arar")]
     for spec, mode, compute_s in workloads:
         net = raw["networks"][spec]
+        spread_s = relative[mode] * compute_s
         out[f"{mode}_{spec}"] = [
             _gan_cost(
-                mode, compute_s, net, p, link, local, raw, agreement=True, outer=1.0
+                mode, compute_s, net, p, link, collective, local, raw, spread_s, True, 1.0
             ).efficiency
             for p in MODEL_RANKS
         ]
@@ -509,17 +569,19 @@ def curves(
 
 def analyse(raw: dict[str, Any], full_step_s: float | None) -> dict[str, Any]:
     link, local, link_report = link_costs(raw)
+    collective, collective_report = collective_costs(raw, local)
     checked = all(entry["islands"] and entry["gan"] for entry in raw["rounds"])
     migration = migration_check(raw, link, local) if checked else None
-    gan = gan_check(raw, link, local) if checked else None
+    gan = gan_check(raw, link, local, collective) if checked else None
     return {
         "link": link_report,
+        "collective": collective_report,
         "pingpong": pingpong_check(raw, link),
-        "allreduce": allreduce_check(raw, link, local),
+        "allreduce": allreduce_check(raw, link, local, collective),
         "migration": migration,
         "gan": gan,
         "full_step_s": full_step_s,
-        "model": curves(raw, link, local, migration, gan, full_step_s),
+        "model": curves(raw, link, collective, local, migration, gan, full_step_s),
     }
 
 
@@ -547,13 +609,20 @@ def print_tables(raw: dict[str, Any], result: dict[str, Any]) -> None:
             f" | {row['ratio']:.2f}"
         )
     cores = raw["cores"] or 0
-    print("\nAllreduce, measured / model (auto = cheapest of the three algorithms)")
-    print("ranks | bytes | measured us | auto | rec. doubling | ring | rabenseifner")
+    collective = result["collective"]
+    print(
+        f"\nAllreduce fit (all P, all sizes): alpha {_range(collective['alpha_s'], 1e6)} us, "
+        f"1/beta {_range(collective['bandwidth_GB_s'])} GB/s, largest residual "
+        f"{_range(collective['max_relative_residual'], 100, '.0f')} %"
+    )
+    print("Allreduce, measured / model (ping-pong line: auto = cheapest algorithm; the fit)")
+    print("ranks | bytes | measured us | auto | rec. doubling | ring | rabenseifner | fitted")
     for row in result["allreduce"]:
         print(
             f"{row['ranks']:5d} | {row['bytes']:9d} | {_range(row['measured_s'], 1e6)} | "
             f"{row['auto_ratio']:.2f} | {row['recursive_doubling_ratio']:.2f} | "
-            f"{row['ring_ratio']:.2f} | {row['rabenseifner_ratio']:.2f}"
+            f"{row['ring_ratio']:.2f} | {row['rabenseifner_ratio']:.2f} | "
+            f"{row['fitted_ratio']:.2f}"
         )
     if result["migration"] is not None:
         m = result["migration"]
@@ -571,14 +640,23 @@ def print_tables(raw: dict[str, Any], result: dict[str, Any]) -> None:
                 f" | {row['ratio']:.2f}"
             )
     if result["gan"] is not None:
-        print("\n3DGAN tiny spec, communication per step (model given the compute at that P)")
-        print("mode | ranks | compute ms | measured comm ms | predicted comm ms | ratio | eff m/p")
+        print(
+            "\n3DGAN tiny spec, communication per step (model given the compute and its spread "
+            "across ranks at that P; wait: the straggler term; ping-pong: the model without it)"
+        )
+        print(
+            "mode | ranks | compute ms | spread ms | measured comm ms | predicted comm ms | "
+            "of which wait | ping-pong model | ratio | eff m/p"
+        )
         for row in result["gan"]["rows"]:
             flag = " (oversubscribed)" if row["ranks"] > cores else ""
             print(
                 f"{row['mode']} | {row['ranks']}{flag} | {_range(row['compute_s'], 1e3)} | "
+                f"{_range(row['compute_spread_s'], 1e3)} | "
                 f"{_range(row['measured_comm_s'], 1e3)} | {_range(row['predicted_comm_s'], 1e3)}"
-                f" | {row['ratio']:.2f} | {100 * row['measured_efficiency']:.1f}% / "
+                f" | {_range(row['predicted_wait_s'], 1e3)} | "
+                f"{_range(row['pingpong_comm_s'], 1e3)} | {row['ratio']:.2f} | "
+                f"{100 * row['measured_efficiency']:.1f}% / "
                 f"{100 * row['predicted_efficiency']:.1f}%"
             )
     model = result["model"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from evogan.distributed.cost_model import (
@@ -12,8 +13,11 @@ from evogan.distributed.cost_model import (
     allreduce_seconds,
     arar_step,
     buckets,
+    expected_max_normal,
+    fit_allreduce,
     fit_hockney,
     migration_generation,
+    straggler_wait,
     sync_step,
 )
 
@@ -71,3 +75,48 @@ def test_migration_overhead_is_amortised_over_the_interval() -> None:
     assert migration_generation(0.01, 10, 40, 1, LINK, LOCAL, 1e-4).comm == 0.0
     with pytest.raises(ValueError, match="topology"):
         migration_generation(0.01, 10, 40, 4, LINK, LOCAL, 1e-4, topology="star")
+
+
+def test_the_allreduce_fit_recovers_its_link_from_times_at_several_rank_counts() -> None:
+    points = [
+        (p, n, allreduce_seconds(n, p, LINK, LOCAL, "rabenseifner"))
+        for p in (2, 4, 8)
+        for n in (32, 4096, 1 << 20)
+    ]
+    fit, worst = fit_allreduce(points, LOCAL)
+    assert fit.alpha == pytest.approx(LINK.alpha, rel=1e-6)
+    assert fit.beta == pytest.approx(LINK.beta, rel=1e-6)
+    assert worst < 1e-6
+    with pytest.raises(ValueError, match="needs >= 2"):
+        fit_allreduce(points[:1], LOCAL)
+    with pytest.raises(ValueError, match="positive times"):
+        fit_allreduce([(1, 32, 1e-6), (2, 64, 1e-6)], LOCAL)
+
+
+def test_expected_maximum_of_normals_matches_closed_forms_and_sampling() -> None:
+    """1/sqrt(pi) for two, 3/(2 sqrt(pi)) for three; larger counts against 20,000 samples."""
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-5)
+    assert expected_max_normal(3) == pytest.approx(1.5 / math.sqrt(math.pi), rel=1e-5)
+    rng = np.random.default_rng(0)
+    for count in (8, 64):
+        sampled = rng.standard_normal((20_000, count)).max(axis=1).mean()
+        assert expected_max_normal(count) == pytest.approx(sampled, abs=0.02)
+    with pytest.raises(ValueError, match="count >= 1"):
+        expected_max_normal(0)
+
+
+def test_straggler_wait_matches_a_simulated_sync_step() -> None:
+    """Ranks with noisy compute segments meet at every barrier: the mean wait per rank and
+    step of a simulation equals the model's (within sampling error)."""
+    rng = np.random.default_rng(1)
+    spread, barriers = 0.01, 3
+    for ranks in (2, 8):
+        segments = rng.normal(0.1, spread / math.sqrt(barriers), (20_000, barriers, ranks))
+        wait = (segments.max(axis=2, keepdims=True) - segments).sum(axis=1).mean()
+        assert straggler_wait(spread, ranks, barriers) == pytest.approx(wait, rel=0.02)
+    assert straggler_wait(spread, 1, barriers) == 0.0
+    g, d = 4 << 20, 1 << 20
+    plain = sync_step(0.5, g, d, 2, 64, LINK, LOCAL)
+    waiting = sync_step(0.5, g, d, 2, 64, LINK, LOCAL, compute_spread_s=0.01)
+    assert waiting.comm - plain.comm == pytest.approx(straggler_wait(0.01, 64, 3))

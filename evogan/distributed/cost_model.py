@@ -13,8 +13,14 @@ the messages the code actually sends (docs/scaling.md derives each formula):
 - :func:`arar_step`: SAGIPS ARAR (:class:`evogan.gan3d.data_parallel.RingExchange` over
   :class:`evogan.distributed.ring.AsyncRing`).
 
-Not modelled: link contention, the network's topology, stragglers (sync waits for the slowest
-rank), oversubscribed cores, and how far a non-blocking message progresses behind compute.
+Sync's blocking exchanges also wait for the slowest rank: :func:`straggler_wait` charges the
+expected maximum of ``P`` ranks' compute times over their mean, from the measured spread of a
+rank's compute per step. :func:`fit_allreduce` fits the all-reduce's latency and bandwidth to
+measured ``Allreduce`` times at several rank counts, where the ping-pong line underestimates
+what the library's collective costs.
+
+Not modelled: link contention, the network's topology, oversubscribed cores, and how far a
+non-blocking message progresses behind compute.
 """
 
 from __future__ import annotations
@@ -94,6 +100,57 @@ def fit_hockney(sizes: Sequence[float], seconds: Sequence[float]) -> tuple[Hockn
     return fit, float(np.max(np.abs(predicted - t) / t))
 
 
+def fit_allreduce(
+    points: Sequence[tuple[int, float, float]], local: LocalCosts
+) -> tuple[Hockney, float]:
+    """The link (``alpha``, ``beta``) that makes :func:`allreduce_seconds`'s ``rabenseifner``
+    form (2 log2 P latencies, 2 (P-1)/P n bytes) best match measured ``(ranks, bytes,
+    seconds)`` points, in relative error as :func:`fit_hockney`. The collective's own
+    software and synchronisation costs land in ``alpha``, so the fit extrapolates in P with
+    the algorithm's growth rather than with a point-to-point line. Returns the fit and its
+    largest relative residual."""
+    if len(points) < 2:
+        raise ValueError(
+            f"fit_allreduce needs >= 2 (ranks, bytes, seconds) points, got {len(points)}"
+        )
+    ranks, n, t = (np.asarray(column, np.float64) for column in zip(*points, strict=True))
+    if (ranks < 2).any() or (t <= 0).any():
+        raise ValueError("fit_allreduce needs >= 2 ranks and positive times in every point")
+    rounds = np.ceil(np.log2(ranks))
+    volume = (ranks - 1) / ranks * n
+    design = np.stack([2 * rounds, 2 * volume], axis=1) / t[:, None]
+    target = (t - volume * local.add) / t
+    (alpha, beta), *_ = np.linalg.lstsq(design, target, rcond=None)
+    fit = Hockney(max(float(alpha), 0.0), max(float(beta), 0.0))
+    predicted = 2 * rounds * fit.alpha + volume * (2 * fit.beta + local.add)
+    return fit, float(np.max(np.abs(predicted - t) / t))
+
+
+def expected_max_normal(count: int) -> float:
+    """E[max of ``count`` independent standard normals] (0 for one; 0.564 for two, 1.03 for
+    four, 3.25 for 1,024), by quadrature of ``count * x * phi(x) * Phi(x)^(count-1)``."""
+    if count < 1:
+        raise ValueError(f"expected_max_normal needs count >= 1, got {count}")
+    if count == 1:
+        return 0.0
+    x = np.linspace(-12.0, 12.0, 48_001)
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    half_step = (x[1] - x[0]) / 2
+    cdf = np.concatenate([[0.0], np.cumsum(pdf[1:] + pdf[:-1]) * half_step])
+    density = count * x * pdf * np.clip(cdf, 0.0, 1.0) ** (count - 1)
+    return float(np.sum(density[1:] + density[:-1]) * half_step)
+
+
+def straggler_wait(compute_spread_s: float, ranks: int, barriers: int) -> float:
+    """Seconds a rank waits per step at ``barriers`` blocking exchanges for the slowest of
+    ``ranks`` ranks: the step's compute variance (standard deviation ``compute_spread_s``
+    across ranks at the same step) split evenly over the segments between barriers, each segment's
+    wait the expected maximum of ``ranks`` normal draws above their mean."""
+    if ranks < 2 or barriers < 1 or compute_spread_s <= 0:
+        return 0.0
+    return math.sqrt(barriers) * compute_spread_s * expected_max_normal(ranks)
+
+
 def allreduce_seconds(
     nbytes: float,
     ranks: int,
@@ -165,10 +222,14 @@ def sync_step(
     bucket_bytes: int = 4 << 20,
     agreement: bool = True,
     algorithm: str = "auto",
+    compute_spread_s: float = 0.0,
 ) -> StepCost:
     """A sync training step: one discriminator exchange, ``generator_steps`` generator
-    exchanges, and (``agreement``) the blocking stop round the trainer runs after every step."""
-    comm = sync_exchange_seconds(discriminator_bytes, ranks, link, local, bucket_bytes, algorithm)
+    exchanges, and (``agreement``) the blocking stop round the trainer runs after every step;
+    with ``compute_spread_s`` (a rank's compute per step, standard deviation) each exchange
+    also waits for the slowest rank (:func:`straggler_wait`)."""
+    comm = straggler_wait(compute_spread_s, ranks, 1 + generator_steps)
+    comm += sync_exchange_seconds(discriminator_bytes, ranks, link, local, bucket_bytes, algorithm)
     comm += generator_steps * sync_exchange_seconds(
         generator_bytes, ranks, link, local, bucket_bytes, algorithm
     )
