@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,6 @@ sys.path.insert(0, str(REPO))
 from evogan.distributed.cost_model import (  # noqa: E402
     Hockney,
     LocalCosts,
-    StepCost,
     allreduce_seconds,
     arar_step,
     fit_allreduce,
@@ -433,50 +433,76 @@ def migration_check(raw: dict[str, Any], link: Hockney, local: LocalCosts) -> di
     }
 
 
-def gan_check(
-    raw: dict[str, Any], link: Hockney, local: LocalCosts, collective: Hockney
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Costs:
+    """What the 3DGAN model is given: the ping-pong line (ring messages), the all-reduce fit
+    (sync), a core's local rates, sync's bucket size and ARAR's Python work per update."""
+
+    link: Hockney
+    collective: Hockney
+    local: LocalCosts
+    bucket_bytes: int
+    arar_software_s: float = 0.0
+
+
+def gan_check(raw: dict[str, Any], costs: Costs) -> dict[str, Any]:
     """Predicted communication per step (with the compute and its spread across ranks measured
-    at that P) vs measured; ``pingpong_comm_s`` is the prediction without the straggler wait
-    and with the ping-pong line for the all-reduces."""
+    at that P) vs measured. ARAR's Python work per update is calibrated at 2 ranks (as
+    migration's), so its 2-rank ratio is 1 by construction. ``pingpong_comm_s`` is the model
+    with neither: the ping-pong line for everything, no straggler wait."""
     net = raw["networks"]["tiny"]
-    rows = []
-    for ranks in raw["ranks"]:
-        for mode in ("sync", "arar"):
-            measured, predicted, pingpong, wait, compute, spreads = [], [], [], [], [], []
-            for entry in raw["rounds"]:
-                run = next(r for r in entry["gan"][str(ranks)]["runs"] if r["mode"] == mode)
-                comm_s = run["comm_ms_per_step"] / 1e3
-                compute_s = run["step_ms"] / 1e3 - comm_s
-                spread_s = run["compute_spread_ms"] / 1e3
-                full = _gan_cost(
-                    mode, compute_s, net, ranks, link, collective, local, raw, spread_s
-                )
-                bare = _gan_cost(mode, compute_s, net, ranks, link, link, local, raw, 0.0)
-                measured.append(comm_s)
-                compute.append(compute_s)
-                spreads.append(spread_s)
-                predicted.append(full.comm)
-                pingpong.append(bare.comm)
-                barriers = 1 + net["generator_steps"]
-                wait.append(straggler_wait(spread_s, ranks, barriers) if mode == "sync" else 0.0)
-            compute_s = _median(compute)
-            rows.append(
-                {
-                    "mode": mode,
-                    "ranks": ranks,
-                    "compute_s": spread(compute),
-                    "compute_spread_s": spread(spreads),
-                    "measured_comm_s": spread(measured),
-                    "predicted_comm_s": spread(predicted),
-                    "predicted_wait_s": spread(wait),
-                    "pingpong_comm_s": spread(pingpong),
-                    "ratio": _median(measured) / _median(predicted),
-                    "measured_efficiency": compute_s / (compute_s + _median(measured)),
-                    "predicted_efficiency": compute_s / (compute_s + _median(predicted)),
-                }
+    bare = replace(costs, collective=costs.link, arar_software_s=0.0)
+    runs = {
+        (ranks, mode): [
+            next(r for r in entry["gan"][str(ranks)]["runs"] if r["mode"] == mode)
+            for entry in raw["rounds"]
+        ]
+        for ranks in raw["ranks"]
+        for mode in ("sync", "arar")
+    }
+
+    def compute_of(run: dict[str, Any]) -> float:
+        return (run["step_ms"] - run["comm_ms_per_step"]) / 1e3
+
+    software = _median(
+        [
+            max(
+                0.0,
+                run["comm_ms_per_step"] / 1e3 - _gan_cost("arar", compute_of(run), net, 2, bare),
             )
-    return {"rows": rows}
+            / net["generator_steps"]
+            for run in runs[(2, "arar")]
+        ]
+    )
+    costs = replace(costs, arar_software_s=software)
+    rows = []
+    for (ranks, mode), found in runs.items():
+        compute = [compute_of(run) for run in found]
+        spreads = [run["compute_spread_ms"] / 1e3 for run in found]
+        measured = [run["comm_ms_per_step"] / 1e3 for run in found]
+        predicted = [
+            _gan_cost(mode, c, net, ranks, costs, spread_s)
+            for c, spread_s in zip(compute, spreads, strict=True)
+        ]
+        barriers = 1 + net["generator_steps"]
+        wait = [straggler_wait(s, ranks, barriers) if mode == "sync" else 0.0 for s in spreads]
+        compute_s = _median(compute)
+        rows.append(
+            {
+                "mode": mode,
+                "ranks": ranks,
+                "compute_s": spread(compute),
+                "compute_spread_s": spread(spreads),
+                "measured_comm_s": spread(measured),
+                "predicted_comm_s": spread(predicted),
+                "predicted_wait_s": spread(wait),
+                "pingpong_comm_s": spread([_gan_cost(mode, c, net, ranks, bare) for c in compute]),
+                "ratio": _median(measured) / _median(predicted),
+                "measured_efficiency": compute_s / (compute_s + _median(measured)),
+                "predicted_efficiency": compute_s / (compute_s + _median(predicted)),
+            }
+        )
+    return {"arar_software_s_per_update": software, "rows": rows}
 
 
 def _gan_cost(
@@ -484,16 +510,14 @@ def _gan_cost(
     compute_s: float,
     net: dict[str, int],
     ranks: int,
-    link: Hockney,
-    collective: Hockney,
-    local: LocalCosts,
-    raw: dict[str, Any],
-    spread_s: float,
+    costs: Costs,
+    spread_s: float = 0.0,
     agreement: bool = False,
     outer: float = 0.0,
-) -> StepCost:
-    """bench_gan_parallel times the exchanges only: no stop round unless ``agreement``. Sync's
-    all-reduces cost what ``collective`` says, and wait for stragglers by ``spread_s``."""
+) -> float:
+    """Communication seconds per step. bench_gan_parallel times the exchanges only: no stop
+    round unless ``agreement``. Sync waits for stragglers by ``spread_s``."""
+    link, local = costs.link, costs.local
     if mode == "sync":
         return sync_step(
             compute_s,
@@ -501,27 +525,31 @@ def _gan_cost(
             net["discriminator_bytes"],
             net["generator_steps"],
             ranks,
-            collective,
+            costs.collective,
             local,
-            raw["bucket_bytes"],
+            costs.bucket_bytes,
             agreement=agreement,
             algorithm="rabenseifner",
             compute_spread_s=spread_s,
-        )
-    cost = arar_step(
-        compute_s, net["generator_bytes"], net["generator_steps"], ranks, link, local, outer
-    )
+        ).comm
+    comm = arar_step(
+        compute_s,
+        net["generator_bytes"],
+        net["generator_steps"],
+        ranks,
+        link,
+        local,
+        outer,
+        costs.arar_software_s,
+    ).comm
     if not agreement and ranks > 1:
-        stop = allreduce_seconds(24, ranks, link, local, "recursive_doubling")
-        cost = StepCost(cost.compute, cost.comm - stop)
-    return cost
+        comm -= allreduce_seconds(24, ranks, link, local, "recursive_doubling")
+    return comm
 
 
 def curves(
     raw: dict[str, Any],
-    link: Hockney,
-    collective: Hockney,
-    local: LocalCosts,
+    costs: Costs,
     migration: dict[str, Any] | None,
     gan: dict[str, Any] | None,
     full_step_s: float | None,
@@ -529,6 +557,7 @@ def curves(
     """Predicted efficiency at P = 2..1024 (stop rounds included, as in a real run). The
     straggler wait uses the ranks' compute spread measured at 2 ranks, relative to the
     compute (so the 51x51x25 curves assume the tiny spec's relative spread)."""
+    link, local = costs.link, costs.local
     out: dict[str, list[float]] = {"ranks": MODEL_RANKS}
     if migration is not None:
         for topology in ("ring", "full"):
@@ -548,6 +577,7 @@ def curves(
     workloads = []
     relative = {"sync": 0.0, "arar": 0.0}
     if gan is not None:
+        costs = replace(costs, arar_software_s=gan["arar_software_s_per_update"])
         two = {row["mode"]: row for row in gan["rows"] if row["ranks"] == 2}
         for mode in ("sync", "arar"):
             compute_s = two[mode]["compute_s"]["median"]
@@ -559,9 +589,7 @@ def curves(
         net = raw["networks"][spec]
         spread_s = relative[mode] * compute_s
         out[f"{mode}_{spec}"] = [
-            _gan_cost(
-                mode, compute_s, net, p, link, collective, local, raw, spread_s, True, 1.0
-            ).efficiency
+            compute_s / (compute_s + _gan_cost(mode, compute_s, net, p, costs, spread_s, True, 1.0))
             for p in MODEL_RANKS
         ]
     return out
@@ -570,9 +598,10 @@ def curves(
 def analyse(raw: dict[str, Any], full_step_s: float | None) -> dict[str, Any]:
     link, local, link_report = link_costs(raw)
     collective, collective_report = collective_costs(raw, local)
+    costs = Costs(link, collective, local, raw["bucket_bytes"])
     checked = all(entry["islands"] and entry["gan"] for entry in raw["rounds"])
     migration = migration_check(raw, link, local) if checked else None
-    gan = gan_check(raw, link, local, collective) if checked else None
+    gan = gan_check(raw, costs) if checked else None
     return {
         "link": link_report,
         "collective": collective_report,
@@ -581,7 +610,7 @@ def analyse(raw: dict[str, Any], full_step_s: float | None) -> dict[str, Any]:
         "migration": migration,
         "gan": gan,
         "full_step_s": full_step_s,
-        "model": curves(raw, link, collective, local, migration, gan, full_step_s),
+        "model": curves(raw, costs, migration, gan, full_step_s),
     }
 
 
@@ -642,7 +671,9 @@ def print_tables(raw: dict[str, Any], result: dict[str, Any]) -> None:
     if result["gan"] is not None:
         print(
             "\n3DGAN tiny spec, communication per step (model given the compute and its spread "
-            "across ranks at that P; wait: the straggler term; ping-pong: the model without it)"
+            "across ranks at that P; wait: the straggler term; ping-pong: the model with neither "
+            "it nor the all-reduce fit nor ARAR's calibrated Python cost per update, "
+            f"{1e3 * result['gan']['arar_software_s_per_update']:.3f} ms)"
         )
         print(
             "mode | ranks | compute ms | spread ms | measured comm ms | predicted comm ms | "

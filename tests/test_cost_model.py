@@ -64,6 +64,8 @@ def test_sync_cost_grows_with_ranks_while_arar_per_rank_cost_stays_flat() -> Non
     assert sync[0] < sync[1] < sync[2]
     assert arar[2] - arar[0] < 1e-4 * arar[0] + 10 * LINK.alpha
     assert sync_step(0.5, g, d, 2, 64, LINK, LOCAL).efficiency < 1.0
+    calibrated = arar_step(0.5, g, 2, 64, LINK, LOCAL, software_s=1e-3).comm
+    assert calibrated - arar[1] == pytest.approx(2e-3)
     assert sum(buckets(g + 6, 1 << 20)) == g + 6
 
 

@@ -266,6 +266,7 @@ def arar_step(
     link: Hockney,
     local: LocalCosts,
     outer_sends_per_step: float = 0.0,
+    software_s: float = 0.0,
 ) -> StepCost:
     """An ARAR training step: ``generator_steps`` ring updates (discriminators stay local).
 
@@ -273,14 +274,16 @@ def arar_step(
     async stop agreement's ``Iallreduce`` is started and tested, never waited for, and is
     charged as one small recursive-doubling round per step (an upper bound).
     ``outer_sends_per_step`` is a group leader's outer-ring feed (1 / steps per
-    ``outer_every`` epochs), whose payloads it also receives at that rate.
+    ``outer_every`` epochs), whose payloads it also receives at that rate. ``software_s`` is
+    the Python work of one update (polling and request bookkeeping; measured, not modelled).
     """
     if ranks < 2:
         return StepCost(compute_s, 0.0)
     outer = outer_sends_per_step / generator_steps
-    comm = generator_steps * arar_update_seconds(
+    update = arar_update_seconds(
         generator_bytes, link, local, 1.0, outer_sends=outer, outer_arrived=outer
     )
+    comm = generator_steps * (update + software_s)
     comm += allreduce_seconds(AGREEMENT_BYTES, ranks, link, local, "recursive_doubling")
     return StepCost(compute_s, comm)
 
