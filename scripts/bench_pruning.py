@@ -86,14 +86,14 @@ def _figures(campaign: Path, minutes: float) -> dict:
         rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     trained = [r for r in rows if r["status"] not in ("invalid", "memory")]
     wall = max((r["elapsed_s"] for r in trained), default=0.0)
-    best_by_minute = []
-    for minute in range(1, int(minutes) + 1):
-        done = [r for r in trained if r["status"] == "ok" and r["elapsed_s"] <= 60 * minute]
-        best_by_minute.append(min((r["fitness"] for r in done), default=None))
     curve: list[list[float]] = []
     for row in sorted((r for r in trained if r["status"] == "ok"), key=lambda r: r["elapsed_s"]):
         if not curve or row["fitness"] < curve[-1][1]:
             curve.append([row["elapsed_s"], row["fitness"]])
+    best_by_minute = [
+        min((best for elapsed, best in curve if elapsed <= 60 * minute), default=None)
+        for minute in range(1, int(minutes) + 1)
+    ]
     return {
         "candidates_trained": len(trained),
         "pruned": sum(1 for r in trained if r["status"] == "pruned"),
