@@ -1,6 +1,7 @@
 """Search campaigns under real ``mpirun -n 4`` (2 groups x 2 ranks): GA and Optuna backends
 complete and write their tables, NaN candidates are recorded and skipped, invalid genomes never
-train, a killed campaign resumes without re-running finished candidates."""
+train, a killed campaign resumes without re-running finished candidates; and, on one rank in
+process, a trained candidate leaves no trainer (and no training data) behind."""
 
 from __future__ import annotations
 
@@ -238,3 +239,35 @@ def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int) -> int:
     finally:
         kill_job(process)
     return len(_rows(out))
+
+
+def test_a_trained_candidate_leaves_no_trainer_behind(tmp_path: Path) -> None:
+    """A trainer's frames stay in a reference cycle after training (through matplotlib's
+    savefig), and with them its training data: without a collection after each candidate a
+    rank of a long campaign grew by its data set per candidate until the kernel killed it."""
+    import gc
+
+    from mpi4py import MPI
+
+    from evogan.config.base import validate
+    from evogan.config.search import SearchConfig
+    from evogan.gan3d.trainer import GanTrainer
+    from evogan.search import resolve_base
+    from evogan.search.fitness import Scorer, evaluate
+
+    raw = yaml.safe_load(_config(tmp_path).read_text())
+    config = resolve_base(validate(SearchConfig, raw, source="test"))
+    os.environ["EVOGAN_CACHE_DIR"] = str(tmp_path / "cache")
+    gc.disable()  # only the collections evogan makes itself
+    try:
+        scorer = Scorer(config)
+        results = [
+            evaluate(config, config.spec, MPI.COMM_WORLD, tmp_path / f"c{i}", scorer)
+            for i in range(2)
+        ]
+        alive = sum(type(o) is GanTrainer for o in gc.get_objects())
+    finally:
+        gc.enable()
+        del os.environ["EVOGAN_CACHE_DIR"]
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert alive == 0

@@ -22,6 +22,7 @@ torch runs out), ``error`` (a user-level training error such as a batch larger t
 
 from __future__ import annotations
 
+import gc
 import math
 import shutil
 import time
@@ -251,6 +252,7 @@ def evaluate(
             training, workdir, seeds, parent, result, plan, scorer.score, decide
         )
     result.train_s = time.perf_counter() - start
+    gc.collect()  # a trainer's frames stay in a cycle (matplotlib's savefig): free its data now
     if failure is not None:
         result.status, result.reason = failure
         return result
