@@ -1,9 +1,11 @@
 """The final significance step of a search campaign and the reproduce command of a table row.
 
 Under real ``mpirun -n 4`` (2 groups x 2 ranks): a tiny campaign ends by re-training its best
-candidate and the base spec with 2 fresh seeds each and writes ``final`` into summary.json; a
+candidate and the base spec with 2 fresh seeds each and writes ``final`` into summary.json (a
+SIGTERM during that step stops it, and ``--resume`` completes it from the finished trainings); a
 row's ``reproduce`` command gives the table's score again; ``evogan report --final`` re-runs the
-step for a summary without one and gets the same numbers. Without MPI: the config refuses
+step for a summary without one, stops on SIGTERM between trainings keeping the finished ones, and
+its printed command completes it with the same numbers. Without MPI: the config refuses
 ``final.retrain_seeds`` below 2, the step's seeds are fresh, and ``final`` and its table hold
 failures as worst scores."""
 
@@ -13,6 +15,8 @@ import json
 import math
 import os
 import shlex
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +26,9 @@ from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError
 from evogan.physics import WORST
 from evogan.search import resolve_base
-from evogan.search.final import BASELINE, build_final, final_seeds
+from evogan.search.final import BASELINE, OUTCOME, build_final, final_seeds
 from evogan.search.fitness import member_seeds
-from tests.conftest import REPO, evogan, mpirun
+from tests.conftest import REPO, evogan, kill_job, launch, mpirun, terminate_ranks, wait_for
 
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
 
@@ -99,14 +103,44 @@ def _launch(command: str) -> list[str]:
     return [str(ranks), "-m", "evogan", *words[evogan_at + 1 :]]
 
 
+def _table(campaign: Path) -> dict[str, dict]:
+    rows = {}
+    for path in (campaign / "table").glob("*.jsonl"):
+        rows.update({r["id"]: r for r in map(json.loads, path.read_text().splitlines())})
+    return rows
+
+
+def _first_outcome(campaign: Path, job: subprocess.Popen) -> Path:
+    """The first re-training of the final step to finish (the job killed if none does)."""
+    deadline = time.monotonic() + 150
+    while not (found := list((campaign / "final").glob(f"*/seed-*/{OUTCOME}"))):
+        if job.poll() is not None or time.monotonic() > deadline:
+            kill_job(job)
+            pytest.fail(f"no final training finished: {job.communicate()[1][-2000:]}")
+        time.sleep(0.02)
+    return found[0]
+
+
 def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
     config = _config(tmp_path, candidates=4, final={"retrain_seeds": 2, "top": 1})
     out = tmp_path / "ga"
     _env_cache(tmp_path)
     try:
-        result = mpirun(4, ["-m", "evogan", "search", str(config), "--run-dir", str(out)], 180)
+        # A SIGTERM after the final step's first training: 75, no `final`, and the campaign's
+        # resume trains no candidate and completes the step from its finished trainings.
+        job = launch(4, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
+        first = _first_outcome(out, job)
+        terminate_ranks(job)
+        _, stderr = job.communicate(timeout=120)
+        assert job.returncode == 75, stderr[-3000:]
+        assert f"resume with: mpirun -n 4 evogan search --resume {out}" in stderr
+        assert "final" not in json.loads((out / "summary.json").read_text())
+        trained = len(_table(out))
+        result = mpirun(4, ["-m", "evogan", "search", "--resume", str(out)], 180)
         assert result.returncode == 0, result.stderr[-3000:]
+        assert "of 4 kept from an earlier run" in result.stdout
         assert "better than baseline:" in result.stdout
+        assert len(_table(out)) == trained == 4 and first.is_file()
         summary = json.loads((out / "summary.json").read_text())
         final = summary["final"]
         (candidate,) = final["candidates"]
@@ -118,10 +152,7 @@ def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
                 assert (out / "final" / block["id"] / f"seed-{s}" / "member-0").is_dir()
         assert final["baseline"]["id"] == BASELINE and final["retrain_seeds"] == 2
         assert 0 < candidate["p_value"] <= 1 and candidate["better"] is False  # 2 seeds: p >= 1/6
-        rows = {}
-        for path in (out / "table").glob("*.jsonl"):
-            rows.update({r["id"]: r for r in map(json.loads, path.read_text().splitlines())})
-        best = rows[candidate["id"]]
+        best = _table(out)[candidate["id"]]
         assert len(best["member_seeds"]) == 2 and best["score_sem"] is not None
         assert best["reproduce"].startswith(f"mpirun -n 2 evogan report {out} --reproduce ")
 
@@ -134,18 +165,34 @@ def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
         score = float(line.split("score ")[1].split()[0])
         assert score == pytest.approx(best["member_scores"][1], rel=1e-6), line
 
-        # Without `final`, report --final runs the step again, with the same numbers.
+        # Without `final` and the trainings' outcomes, report --final runs the step again; a
+        # SIGTERM after its first training stops it (75, its own command to continue), and that
+        # command keeps the finished trainings and gets the same numbers.
         summary.pop("final")
         (out / "summary.json").write_text(json.dumps(summary))
+        outcomes = sorted((out / "final").glob(f"*/seed-*/{OUTCOME}"))
+        assert len(outcomes) == 4
+        for path in outcomes:
+            path.unlink()
         report = tmp_path / "report"
         args = ["-m", "evogan", "report", str(out), "--out", str(report), "--final"]
-        again = mpirun(2, args, 180)
+        job = launch(2, args)
+        wait_for(out / "final" / candidate["id"] / "seed-0" / OUTCOME, job, timeout=120)
+        terminate_ranks(job)
+        _, stderr = job.communicate(timeout=120)
+        assert job.returncode == 75, stderr[-3000:]
+        assert "final" not in json.loads((out / "summary.json").read_text())
+        (command,) = [x.split("with: ")[1] for x in stderr.splitlines() if "resume with" in x]
+        ranks, *args = _launch(command)
+        again = mpirun(int(ranks), args, 180)
         assert again.returncode == 0, again.stderr[-3000:]
+        assert "of 4 kept from an earlier run" in again.stdout
         redone = json.loads((out / "summary.json").read_text())["final"]
         for key in ("candidates", "baseline", "seeds"):
             assert json.dumps(redone[key]) == json.dumps(final[key])
         text = (report / "report.md").read_text()
         assert f"| {candidate['id']} |" in text and "better than baseline" in text
+        assert (report / "final.png").stat().st_size > 0
         assert best["reproduce"] in text
     finally:
         del os.environ["EVOGAN_CACHE_DIR"]

@@ -5,6 +5,8 @@ one member of a candidate (both train, so they run under ``mpirun`` like the cam
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from evogan.commands.options import require_counts
@@ -50,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         best_table,
         final_table,
         plot_convergence,
+        plot_final,
         plot_pareto,
     )
     from evogan.store import atomic_write
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise EvoganError("evogan report needs --out DIR (or --reproduce ID:MEMBER)")
     records = [CampaignRecord.load(path) for path in args.campaigns]  # refuses non-campaigns
     if args.final:
-        if not _finals(args.campaigns):
+        if not _finals(args.campaigns, _again()):
             return 0  # not world rank 0: the report is written once
         records = [CampaignRecord.load(path) for path in args.campaigns]  # with their `final`
     if args.out.exists() and not args.out.is_dir():
@@ -73,12 +76,23 @@ def run(args: argparse.Namespace) -> int:
         plot_convergence(records, args.out / "convergence.png"),
         plot_pareto(records, args.out / "pareto.png", args.size),
     ]
+    final = plot_final(records, args.out / "final.png")
+    written += [final] if final is not None else []
     print(table, end="")
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
 
 
-def _finals(campaigns: list[Path]) -> bool:
+def _again() -> str:
+    """This command line again: a stopped final step continues from its finished trainings."""
+    from mpi4py import MPI
+
+    size = MPI.COMM_WORLD.size
+    launch = f"mpirun -n {size} " if size > 1 else ""
+    return launch + shlex.join(["evogan", *sys.argv[1:]])
+
+
+def _finals(campaigns: list[Path], again: str) -> bool:
     """Collective on the job's ranks: the final step of each campaign that lacks a current
     one; True on world rank 0 (the rank that writes the report)."""
     from mpi4py import MPI
@@ -94,7 +108,7 @@ def _finals(campaigns: list[Path]) -> bool:
                 f"--final re-trains on groups of ranks_per_group = {config.ranks_per_group} ranks "
                 f"({path}); run it with mpirun -n a multiple of that, got {world.size}"
             )
-        if run_final(config, Campaign(path), world) is None and world.rank == 0:
+        if run_final(config, Campaign(path), world, again) is None and world.rank == 0:
             print(f"report: {path}: final.top = 0, no final test")
     return world.rank == 0
 

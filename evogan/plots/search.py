@@ -127,6 +127,67 @@ def plot_pareto(records: list[CampaignRecord], path: Path, second: str) -> Path:
     return save_figure(fig, path)
 
 
+def plot_final(records: list[CampaignRecord], path: Path) -> Path | None:
+    """Each campaign's final test: every fresh-seed score of its tested candidates and of the
+    baseline, their mean +- standard error and the test's p-value (None: no campaign has one)."""
+    finals = [
+        (r, r.summary["final"], colour)
+        for r, colour in zip(records, run_colours(len(records)), strict=True)
+        if r.summary.get("final")
+    ]
+    if not finals:
+        return None
+    columns = sum(len(final["candidates"]) + 1 for _, final, _ in finals)
+    fig = Figure(figsize=(max(6.0, 2.2 * columns), 4.5), layout="constrained")
+    axis = fig.subplots()
+    ticks, names, values = [], [], []
+    position = 0.0
+    for record, final, colour in finals:
+        for block in [*final["candidates"], final["baseline"]]:
+            baseline = "p_value" not in block
+            scores = block["scores"]
+            spread = [
+                position + 0.12 * (i / max(1, len(scores) - 1) - 0.5) for i in range(len(scores))
+            ]
+            axis.scatter(spread, scores, s=18, color="0.45" if baseline else colour, zorder=3)
+            axis.errorbar(
+                position + 0.22,
+                block["mean"],
+                yerr=block["sem"],
+                fmt="D",
+                ms=5,
+                capsize=4,
+                color="0.2" if baseline else colour,
+                zorder=4,
+            )
+            if not baseline:
+                axis.annotate(
+                    f"vs baseline\np = {block['p_value']:.3g}",
+                    (position + 0.1, max(scores)),
+                    xytext=(0, 6),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=8,
+                )
+            ticks.append(position)
+            names.append(f"{record.label}\n{'baseline' if baseline else block['id']}")
+            values += scores
+            position += 1.0
+        position += 0.5
+    axis.set_xticks(ticks, names, fontsize=8)
+    _fitness_scale(axis, values)
+    axis.set_ylabel("score per fresh seed (lower is better)")
+    axis.grid(alpha=0.3, axis="y")
+    seeds = sorted({final["retrain_seeds"] for _, final, _ in finals})
+    axis.set_title(
+        f"Final test: best candidates and baseline re-trained with {'/'.join(map(str, seeds))} "
+        "fresh seeds each\ndots: one training each; diamonds: mean +- standard error; "
+        "p: one-sided Mann-Whitney U",
+        fontsize=9,
+    )
+    return save_figure(fig, path)
+
+
 def _fitness_scale(axis: Axes, values: list[float]) -> None:
     """Log fitness axes only where the fitnesses span a decade; a narrow range reads better
     (and gets legible tick labels) on a linear axis."""

@@ -11,6 +11,11 @@ Mann-Whitney U test whether the candidate's scores lie below the baseline's. A f
 listed. Trainings are spread over the rank groups of the job; world rank 0 writes the result
 into summary.json as ``final``.
 
+Each finished training leaves ``outcome.json`` (its seed, budget and score) in its directory,
+and a later run of the step takes it instead of training again: a step stopped by a signal
+(agreed between trainings; the trainings running then finish first) keeps what it finished, and
+a ``final.retrain_seeds`` raised on resume trains only the new seeds.
+
 :func:`reproduce_member` re-trains one member of a table row with its recorded seed (and its
 parent's weights, for an inheriting child) and scores it: ``evogan report CAMPAIGN --reproduce
 ID:M``, the ``reproduce`` command of every table row.
@@ -18,6 +23,7 @@ ID:M``, the ``reproduce`` command of every table row.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from contextlib import nullcontext
@@ -31,8 +37,9 @@ from mpi4py import MPI
 from evogan.config.base import validate
 from evogan.config.search import SearchConfig
 from evogan.distributed.comm import split_layout
+from evogan.distributed.signals import StopAgreement, StopFlag, catch_stop_signals
 from evogan.engine.seeding import derive_seed
-from evogan.errors import EvoganError
+from evogan.errors import EvoganError, RunStopped
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec
 from evogan.logs import labelled_stdout
@@ -44,9 +51,11 @@ from evogan.search.scheduler import job_config
 from evogan.search.significance import ALPHA, mann_whitney_less, verdict
 from evogan.search.space import Space
 from evogan.search.summary import best_rows
+from evogan.store import atomic_write
 
 BASELINE = "baseline"
 FINAL_DIR = "final"
+OUTCOME = "outcome.json"
 
 
 def final_seeds(config: SearchConfig) -> list[int]:
@@ -96,12 +105,14 @@ def run_final(
     config: SearchConfig,
     campaign: Campaign,
     world: MPI.Comm,
+    resume_command: str,
     scorer: Scorer | None = None,
 ) -> dict[str, Any] | None:
     """Collective on ``world``: the final step; its ``final`` dict on every rank (None when
     ``final.top`` is 0). A ``final`` that already tested today's top candidates with today's
     seeds is kept (the trainings are deterministic: a resume that changed nothing re-runs
-    nothing)."""
+    nothing). A stop signal on any rank ends the step between trainings with
+    :class:`RunStopped` carrying ``resume_command``; the finished trainings are kept."""
     if config.final.top == 0:
         return None
     kept = world.bcast(current_final(campaign, config) if world.rank == 0 else None, root=0)
@@ -113,30 +124,72 @@ def run_final(
     entries, seeds = final_entries(config, rows), final_seeds(config)
     layout = split_layout(world, config.ranks_per_group, None)
     group, groups = layout.island, world.size // config.ranks_per_group
+    jobs = [(e, s) for e in range(len(entries)) for s in range(len(seeds))]
+    workdirs = {(e, s): campaign.path / FINAL_DIR / entries[e][0] / f"seed-{s}" for e, s in jobs}
+    mine = world.bcast(_saved_outcomes(workdirs, seeds, config) if world.rank == 0 else None)
     if world.rank == 0:
+        done = f", {len(mine)} of {len(jobs)} kept from an earlier run" if mine else ""
         print(
             f"search: final test: re-training {len(entries) - 1} candidate(s) and the base spec "
-            f"with {len(seeds)} fresh seed(s) each on {groups} group(s)",
+            f"with {len(seeds)} fresh seed(s) each on {groups} group(s){done}",
             flush=True,
         )
-    jobs = [(e, s) for e in range(len(entries)) for s in range(len(seeds))]
-    mine: dict[tuple[int, int], tuple[float, str]] = {}
+    todo = [job for job in jobs if job not in mine]
+    flag = StopFlag()
+    agreement = StopAgreement(world, flag, "async")
     label = f"[final group {layout.island_index}] "
-    with labelled_stdout(label) if group.rank == 0 else nullcontext():
-        for j, (e, s) in enumerate(jobs):
-            if j % groups == layout.island_index:
-                workdir = campaign.path / FINAL_DIR / entries[e][0] / f"seed-{s}"
-                mine[(e, s)] = _retrain(config, entries[e][1], group, workdir, scorer, seeds[s])
+    with catch_stop_signals(flag), labelled_stdout(label) if group.rank == 0 else nullcontext():
+        for j, job in enumerate(todo):
+            if j % groups != layout.island_index:
+                continue
+            if group.allreduce(flag.raised or agreement.poll(), op=MPI.LOR):
+                break  # the local flag first: the agreement learns of a signal a round late
+            (e, s), workdir = job, workdirs[job]
+            mine[job] = _retrain(config, entries[e][1], group, workdir, scorer, seeds[s])
+            if group.rank == 0:
+                _save_outcome(workdir, seeds[s], config, mine[job])
+        agreement.finish()  # all ranks done, or a stop agreed by all
+    agreement.close()
     parts = world.gather(mine if group.rank == 0 else {}, root=0)
     layout.free()
+    outcomes = {key: value for part in parts or [] for key, value in part.items()}
+    if world.bcast(len(outcomes) < len(jobs), root=0):  # only a stop leaves trainings undone
+        raise RunStopped(resume_command)
     final = None
     if world.rank == 0:
-        outcomes = {key: value for part in parts for key, value in part.items()}
         final = build_final(config, entries, seeds, outcomes, time.perf_counter() - start)
         campaign.write_final(final)
         for line in final_lines(final):
             print(f"search: final: {line}", flush=True)
     return world.bcast(final, root=0)
+
+
+def _saved_outcomes(
+    workdirs: dict[tuple[int, int], Path], seeds: list[int], config: SearchConfig
+) -> dict[tuple[int, int], tuple[float, str]]:
+    """(score, failure) of each re-training an earlier run finished with this seed and budget."""
+    budget = config.budget.model_dump(mode="json")
+    outcomes = {}
+    for (e, s), workdir in workdirs.items():
+        try:
+            saved = json.loads((workdir / OUTCOME).read_text())
+        except (OSError, ValueError):
+            continue
+        if saved.get("seed") == seeds[s] and saved.get("budget") == budget:
+            outcomes[(e, s)] = (float(saved["score"]), str(saved["failure"]))
+    return outcomes
+
+
+def _save_outcome(
+    workdir: Path, seed: int, config: SearchConfig, outcome: tuple[float, str]
+) -> None:
+    record = {
+        "seed": seed,
+        "budget": config.budget.model_dump(mode="json"),
+        "score": outcome[0],
+        "failure": outcome[1],
+    }
+    atomic_write(workdir / OUTCOME, json.dumps(record) + "\n")
 
 
 def _retrain(

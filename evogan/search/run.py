@@ -70,13 +70,13 @@ def run_search(
     if world.rank == 0:
         _finish(config, campaign, number, world.size, wall, busy, counters, stopped)
     world.Barrier()
-    if not stopped:  # the significance test of what the campaign found (final.top: 0 skips it)
-        from evogan.search.final import run_final
-
-        run_final(config, campaign, world, session.scorer)
+    launch = f"mpirun -n {world.size} " if world.size > 1 else ""
+    resume_command = f"{launch}evogan search --resume {campaign.path}"
     if stopped:
-        launch = f"mpirun -n {world.size} " if world.size > 1 else ""
-        raise RunStopped(f"{launch}evogan search --resume {campaign.path}")
+        raise RunStopped(resume_command)
+    from evogan.search.final import run_final
+
+    run_final(config, campaign, world, resume_command, session.scorer)  # final.top 0: no test
     return campaign
 
 
