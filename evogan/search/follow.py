@@ -57,6 +57,7 @@ class Tally:
         self.target = target
         self.done = 0
         self.best: tuple[float, str] | None = None
+        self.leading: tuple[float, str] | None = None  # best PBT segment of a worker in training
         for row in earlier:
             self.count(row)
         self.earlier = self.done
@@ -68,10 +69,21 @@ class Tally:
         self.done += 1
         fitness = row.get("fitness")
         ok = row.get("status") == "ok" and fitness is not None and math.isfinite(fitness)
-        ok = ok and not row.get("partial")  # a PBT segment before the last is not a result
-        if ok and (self.best is None or fitness < self.best[0]):
+        if ok and row.get("partial"):  # a PBT segment before the last: progress, not a result
+            if self.leading is None or fitness < self.leading[0]:
+                self.leading = (float(fitness), row["id"])
+        elif ok and (self.best is None or fitness < self.best[0]):
             self.best = (float(fitness), row["id"])
         return True
+
+    def best_text(self) -> str:
+        """The best result so far, or while PBT workers still train, their best segment."""
+        if self.best is not None:
+            return f"{self.best[0]:.4f} ({self.best[1]})"
+        if self.leading is not None:
+            fitness, name = self.leading
+            return f"none yet (workers training, best segment {fitness:.4f} ({name}))"
+        return "none yet"
 
     def line(self, row: dict[str, Any], eta: float) -> str:
         """``search: candidate 5 of 64: i01g002c00 on ranks [2, 3] ok, fitness 2.3761 in 4.9 s;
@@ -80,7 +92,7 @@ class Tally:
             outcome = f"ok, fitness {row['fitness']:.4f}"
         else:
             outcome = f"{row.get('status')} ({row.get('reason')})"
-        best = "none yet" if self.best is None else f"{self.best[0]:.4f} ({self.best[1]})"
+        best = self.best_text()
         return (
             f"search: candidate {self.done} of {self.target}: {row['id']} on ranks "
             f"{row.get('ranks')} {outcome} in {row.get('wall_s', 0.0):.1f} s; "
@@ -128,7 +140,7 @@ def _report(follower: TableFollower, tally: Tally, task: Task, out: TextIO) -> N
     for row in follower.new_rows():
         if not tally.count(row):
             continue
-        best = "" if tally.best is None else f"best {tally.best[0]:.4f}"
-        task.update(tally.done - tally.earlier, note=best)
+        best = tally.best or tally.leading
+        task.update(tally.done - tally.earlier, note="" if best is None else f"best {best[0]:.4f}")
         out.write(tally.line(row, task.eta()) + "\n")
         out.flush()
