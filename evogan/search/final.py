@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -134,22 +135,13 @@ def run_final(
             f"with {len(seeds)} fresh seed(s) each on {groups} group(s){done}",
             flush=True,
         )
-    todo = [job for job in jobs if job not in mine]
-    flag = StopFlag()
-    agreement = StopAgreement(world, flag, "async")
+    todo = [job for job in jobs if job not in mine][layout.island_index :: groups]
     label = f"[final group {layout.island_index}] "
-    with catch_stop_signals(flag), labelled_stdout(label) if group.rank == 0 else nullcontext():
-        for j, job in enumerate(todo):
-            if j % groups != layout.island_index:
-                continue
-            if group.allreduce(flag.raised or agreement.poll(), op=MPI.LOR):
-                break  # the local flag first: the agreement learns of a signal a round late
-            (e, s), workdir = job, workdirs[job]
-            mine[job] = _retrain(config, entries[e][1], group, workdir, scorer, seeds[s])
-            if group.rank == 0:
-                _save_outcome(workdir, seeds[s], config, mine[job])
-        agreement.finish()  # all ranks done, or a stop agreed by all
-    agreement.close()
+    with labelled_stdout(label) if group.rank == 0 else nullcontext():
+        for job, outcome in _trainings(
+            config, entries, seeds, todo, workdirs, world, group, scorer
+        ):
+            mine[job] = outcome
     parts = world.gather(mine if group.rank == 0 else {}, root=0)
     layout.free()
     outcomes = {key: value for part in parts or [] for key, value in part.items()}
@@ -162,6 +154,33 @@ def run_final(
         for line in final_lines(final):
             print(f"search: final: {line}", flush=True)
     return world.bcast(final, root=0)
+
+
+def _trainings(
+    config: SearchConfig,
+    entries: list[tuple[str, GanSpec, dict[str, Any] | None]],
+    seeds: list[int],
+    todo: list[tuple[int, int]],
+    workdirs: dict[tuple[int, int], Path],
+    world: MPI.Comm,
+    group: MPI.Comm,
+    scorer: Scorer,
+) -> Iterator[tuple[tuple[int, int], tuple[float, str]]]:
+    """Collective on ``world``: this group's trainings ``todo``, each saved as it ends, until
+    all are done or a stop signal on any rank is agreed (then between two trainings)."""
+    flag = StopFlag()
+    agreement = StopAgreement(world, flag, "async")
+    with catch_stop_signals(flag):
+        for job in todo:
+            if group.allreduce(flag.raised or agreement.poll(), op=MPI.LOR):
+                break  # the local flag first: the agreement learns of a signal a round late
+            (e, s), workdir = job, workdirs[job]
+            outcome = _retrain(config, entries[e][1], group, workdir, scorer, seeds[s])
+            if group.rank == 0:
+                _save_outcome(workdir, seeds[s], config, outcome)
+            yield job, outcome
+        agreement.finish()  # all ranks done, or a stop agreed by all
+    agreement.close()
 
 
 def _saved_outcomes(
