@@ -9,7 +9,11 @@
     process, interleaved so machine load hits both alike (target >= 80%); the share of a
     generation's wall time not spent in evaluation (target <= 5%); generations/s, evaluations/s.
 
-    python scripts/bench_regressor.py [--quick] [--out DIR] [--threads N]
+(c) Over seeds (``--seeds 0 1 2 3 4``): the GA's mean test MAPE and its worst energy bin per
+    seed, and whether the hybrid reaches RMSprop's final test MAPE in no more training time
+    than RMSprop itself takes to reach it (the speed issue's targets).
+
+    python scripts/bench_regressor.py [--quick] [--out DIR] [--threads N] [--seeds K ...]
 
 ``--quick`` shortens the runs to 8 epochs (rate steps at epochs 4 and 6) and the timing loop.
 """
@@ -37,6 +41,7 @@ from evogan.regressor.data import load_and_check
 from evogan.regressor.evolve import evolve_regressor
 from evogan.regressor.network import evaluation_path
 from evogan.regressor.problem import RegressorProblem
+from evogan.regressor.report import seconds_to_targets, target_key
 from evogan.regressor.rmsprop import train_regressor
 from evogan.store import atomic_write, to_json
 
@@ -94,26 +99,57 @@ def evaluation_speed(rounds: int) -> dict:
     }
 
 
-def quality_runs(out: Path, quick: bool) -> dict[str, dict]:
-    overrides = QUICK if quick else []
-    summaries = {}
+def quality_runs(out: Path, overrides: list[str]) -> dict[str, RunRecord]:
+    """Every shipped config trained once into ``out/runs``, the figures into ``out/figures``."""
     for method, path in CONFIGS.items():
         cfg = load_config(path, overrides)
         run_dir = out / "runs" / method
-        print(f"--- {method}: {path.name} -> {run_dir}", flush=True)
+        print(f"--- {method}: {path.name} {' '.join(overrides)} -> {run_dir}", flush=True)
         if method == "rmsprop":
-            run = train_regressor(cfg, run_dir, announce=print)
+            train_regressor(cfg, run_dir, announce=print)
         else:
-            run = evolve_regressor(cfg, run_dir, announce=print)
-        summaries[method] = run.summary()
-    records = [RunRecord.load(out / "runs" / method) for method in CONFIGS]
+            evolve_regressor(cfg, run_dir, announce=print)
+    records = {method: RunRecord.load(out / "runs" / method) for method in CONFIGS}
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    plot_test_loss(records, figures / "test_loss.png")
-    plot_energy_response(records, figures / "energy_response.png")
-    plot_relative_error(records, figures / "relative_error.png")
-    atomic_write(figures / "summary.md", "# Regressor benchmark\n\n" + summary_table(records))
-    return summaries
+    listed = list(records.values())
+    plot_test_loss(listed, figures / "test_loss.png")
+    plot_energy_response(listed, figures / "energy_response.png")
+    plot_relative_error(listed, figures / "relative_error.png")
+    atomic_write(figures / "summary.md", "# Regressor benchmark\n\n" + summary_table(listed))
+    return records
+
+
+def seconds_to_reach(record: RunRecord, mape_value: float) -> float | None:
+    """Training seconds at the first epoch whose test MAPE is at most ``mape_value``."""
+    return seconds_to_targets(record.epochs, [mape_value])[target_key(mape_value)]
+
+
+def seed_report(by_seed: dict[int, dict[str, RunRecord]]) -> list[str]:
+    """The GA's test MAPE and worst bin per seed with their mean, and the hybrid's time to
+    RMSprop's final test MAPE against RMSprop's own."""
+    lines = ["", f"=== (c) over {len(by_seed)} seeds ==="]
+    ga_mapes, hybrid_in_time = [], 0
+    for seed, records in by_seed.items():
+        ga = records["ga"].summary
+        worst = max(b["relative_error"] for b in ga["energy_response"])
+        target = records["rmsprop"].epochs[-1]["test_mape"]
+        rms_time = seconds_to_reach(records["rmsprop"], target)
+        hybrid_time = seconds_to_reach(records["hybrid"], target)
+        hybrid_in_time += hybrid_time is not None and hybrid_time <= rms_time
+        ga_mapes.append(ga["test_mape"])
+        lines.append(
+            f"seed {seed}: GA test MAPE {_pct(ga['test_mape'])}, worst bin {_pct(worst)} | "
+            f"RMSprop final {_pct(target)} reached at {_secs(rms_time)}, hybrid at "
+            f"{_secs(hybrid_time)}"
+        )
+    spread = statistics.stdev(ga_mapes) if len(ga_mapes) > 1 else 0.0
+    lines += [
+        f"GA mean test MAPE {_pct(statistics.mean(ga_mapes))} +- {_pct(spread)} (s.d.)",
+        f"hybrid reaches RMSprop's final MAPE no later than RMSprop: {hybrid_in_time} of "
+        f"{len(by_seed)} seeds",
+    ]
+    return lines
 
 
 def _pct(value: float | None) -> str:
@@ -124,7 +160,8 @@ def _secs(value: float | None) -> str:
     return "not reached" if value is None else f"{value:.1f} s"
 
 
-def report(speed: dict, summaries: dict[str, dict]) -> list[str]:
+def report(speed: dict, records: dict[str, RunRecord]) -> list[str]:
+    summaries = {method: record.summary for method, record in records.items()}
     lines = ["", "=== (a) quality (test set) ==="]
     for method, s in summaries.items():
         lines.append(
@@ -174,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="8 epochs, fewer timing rounds")
     parser.add_argument("--out", type=Path, default=Path("/tmp/evogan-bench-regressor"))
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="train every config once per seed"
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -183,8 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     speed = evaluation_speed(rounds=6 if args.quick else 20)
-    summaries = quality_runs(args.out, args.quick)
-    lines = report(speed, summaries)
+    overrides = QUICK if args.quick else []
+    by_seed = {
+        seed: quality_runs(args.out / f"seed-{seed}", [*overrides, f"seed={seed}"])
+        for seed in args.seeds
+    }
+    lines = report(speed, by_seed[args.seeds[0]])
+    if len(args.seeds) > 1:
+        lines += seed_report(by_seed)
+    summaries = {
+        seed: {m: r.summary for m, r in records.items()} for seed, records in by_seed.items()
+    }
     lines.append(f"bench wall time {time.perf_counter() - started:.0f} s; outputs in {args.out}")
     print("\n".join(lines))
     results = {"speed": speed, "summaries": summaries, "quick": args.quick}

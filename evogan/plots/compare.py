@@ -62,7 +62,7 @@ def _label(record: RunRecord) -> str:
 
 def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
     """Test MAPE of each run against epoch and against training time."""
-    fig = Figure(figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
     by_epoch, by_time = fig.subplots(1, 2)
     for record, colour in zip(records, run_colours(len(records)), strict=True):
         points = [r for r in record.epochs if r.get("test_mape") is not None]
@@ -90,7 +90,7 @@ def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
     runs = [record for record in records if len(record.islands) > 1]
     if not runs:
         return None
-    fig = Figure(figsize=(5.5 * len(runs), 4.2))
+    fig = Figure(figsize=(5.5 * len(runs), 4.2), layout="constrained")
     axes = fig.subplots(1, len(runs), squeeze=False)[0]
     for axis, record in zip(axes, runs, strict=True):
         for island, epochs in sorted(record.islands.items()):
