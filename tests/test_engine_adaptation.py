@@ -165,3 +165,26 @@ def test_resume_with_adaptation_continues_bit_identically(strategy, extra) -> No
     assert resumed.adaptation == whole.adaptation
     assert (resumed.replacements, resumed.rejections) == (whole.replacements, whole.rejections)
     assert [r["best"] for r in resumed.logbook] == [r["best"] for r in whole.logbook]
+
+
+class Metered(Resampled):
+    """The noisy sphere on a clock that advances one second per evaluate() call and stands
+    still otherwise: the loop's evaluation seconds must then count every call."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.calls = 0
+
+    def evaluate(self, genomes: torch.Tensor, batch) -> torch.Tensor:
+        self.calls += 1
+        return super().evaluate(genomes, batch)
+
+
+def test_re_evaluations_count_as_evaluation_time_not_loop_overhead() -> None:
+    problem = Metered(size=10, batches=20)
+    engine = _adaptive(
+        problem, power=0.3, epochs=3, reevaluation_events=64, seed=3, clock=lambda: problem.calls
+    )
+    engine.run()
+    assert engine.acceptance.evaluations > 0
+    assert engine.eval_seconds == engine.train_seconds == problem.calls

@@ -106,6 +106,9 @@ class Evolution(ABC):
         self.evaluations = 0
         self.train_seconds = 0.0
         self.eval_seconds = 0.0
+        self.selection_eval_seconds = 0.0
+        """Seconds :meth:`select` spent evaluating (re-evaluations) in the current step: counted
+        as evaluation, not as the loop's own overhead."""
         self.loop_seconds = 0.0
         self.train_cpu_seconds = 0.0  # this process's CPU time in the steps (shared cores)
         self.logbook = tools.Logbook()
@@ -190,7 +193,9 @@ class Evolution(ABC):
                 f"evaluate must return one fitness per genome ({candidates.shape[0]}), "
                 f"got {fitness.numel()}"
             )
+        self.selection_eval_seconds = 0.0
         kept = self.select(candidates, fitness, context)
+        eval_seconds += self.selection_eval_seconds
         selection = Selection(candidates, fitness, context, self.refine(batch, context), kept)
         for hook in self.after_selection:
             hook(selection)

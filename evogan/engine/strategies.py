@@ -92,12 +92,15 @@ class PlusLambda(Evolution):
     def select(self, candidates: Tensor, fitness: Tensor, context: GenerationContext) -> int:
         best = int(torch.argmin(fitness))  # the first minimum: row 0 (the elite) wins ties
         if self.elite is not None:
-            challenged = best != 0 and self.acceptance is not None
-            if challenged and not self.acceptance.accepts(
-                candidates[0], candidates[best], context.generation
-            ):
-                best = 0
-                self.rejections += 1
+            if best != 0 and self.acceptance is not None:
+                start = self.clock()
+                accepted = self.acceptance.accepts(
+                    candidates[0], candidates[best], context.generation
+                )
+                self.selection_eval_seconds += self.clock() - start
+                if not accepted:
+                    best = 0
+                    self.rejections += 1
             self.replacements += best != 0
             if self.adaptation is not None:
                 self.adaptation.record(best != 0)
