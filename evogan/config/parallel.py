@@ -29,7 +29,10 @@ class ParallelConfig(StrictModel):
     set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
     and keeps the best one (docs/gan.md). The scored and saved generators first get standing
     batch-norm statistics from ``standing_batches`` training-sized batches (0: the running
-    averages as trained; :mod:`evogan.gan3d.standing_stats`).
+    averages as trained; :mod:`evogan.gan3d.standing_stats`). ``generator_average``: the decay
+    per step of an exponential moving average of the generator's weights that validations
+    score and saves write instead of the last step's weights (0: off; 0.995 averages over
+    about the last 200 steps; :mod:`evogan.gan3d.weight_average`).
     """
 
     mode: Literal["sync", "arar"] = "sync"
@@ -52,6 +55,7 @@ class ParallelConfig(StrictModel):
     validation_events: PositiveInt | None = None
     validation_bins: PositiveInt = 5
     standing_batches: NonNegativeInt = 100
+    generator_average: float = Field(default=0.0, ge=0, lt=1)
 
     @model_validator(mode="after")
     def _mode_options(self) -> ParallelConfig:

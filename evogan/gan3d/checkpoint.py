@@ -21,6 +21,7 @@ from mpi4py import MPI
 
 from evogan import __version__
 from evogan.errors import EvoganError
+from evogan.gan3d.weight_average import WeightAverage
 from evogan.store import load_weights, save_weights
 from evogan.store.rundir import RunDir
 
@@ -41,6 +42,8 @@ class RankState:
     rng: torch.Generator
     buffers: list[torch.Tensor]
     """This rank's floating-point module buffers (batch-norm running statistics)."""
+    average: WeightAverage | None = None
+    """The generator's weight average (``trainer.generator_average``), if on."""
 
 
 def _optimizer_tensors(prefix: str, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
@@ -83,6 +86,8 @@ def save_rank(
     tensors.update(_optimizer_tensors("g_optimizer", state.g_optimizer))
     tensors.update(_optimizer_tensors("d_optimizer", state.d_optimizer))
     tensors["rng"] = state.rng.get_state()
+    if state.average is not None:
+        tensors.update(state.average.tensors())
     for rank, (buffers, _own) in extras.items():
         tensors.update({f"buffers/{rank}/{i}": b for i, b in enumerate(buffers)})
     groups = {
@@ -138,6 +143,13 @@ def load_rank(run: RunDir, file_name: str, state: RankState, rank: int) -> dict[
     for name in ("g_optimizer", "d_optimizer"):
         getattr(state, name).load_state_dict(_optimizer_state(name, tensors, groups[name]))
     state.rng.set_state(tensors["rng"])
+    if state.average is not None:
+        if "generator_average/updates" not in tensors:
+            raise EvoganError(
+                f"{run.file(file_name)} holds no generator weight average but this training "
+                "keeps one: resume with the trainer.generator_average the run was started with"
+            )
+        state.average.load(tensors)
     with torch.no_grad():
         for index, buffer in enumerate(state.buffers):
             buffer.copy_(tensors[f"buffers/{rank}/{index}"])

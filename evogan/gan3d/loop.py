@@ -300,7 +300,7 @@ class EpochLoop:
     def _validate(self, pos: Position) -> None:
         step = pos.epoch * self.steps + pos.step
         at = {"epoch": pos.epoch, "step": step, "wall_seconds": self._elapsed(pos)}
-        generator = self.parallel.step.generator
+        generator = self.parallel.scored_generator()
         score = self.validation.validate(generator, self.run, self.metrics, at)
         self.validated = step
         self.cadence.done(VALIDATE)

@@ -38,6 +38,7 @@ from evogan.gan3d.overlap import OverlappedAllreduce
 from evogan.gan3d.precision import ForwardOptions
 from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.step import GanStep
+from evogan.gan3d.weight_average import WeightAverage
 from evogan.store import BEST_MODEL
 
 ENSEMBLE = "generators"
@@ -49,7 +50,8 @@ class ParallelGanStep:
 
     The order of :meth:`GanStep.train_step` (one discriminator update, then
     ``generator_steps`` generator updates) with an exchange between every backward pass and
-    optimiser step. ``group`` is the torch.distributed group the exchanges use, if any.
+    optimiser step. ``group`` is the torch.distributed group the exchanges use, if any;
+    ``average``, if set, follows the generator's weights after every step.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class ParallelGanStep:
         self.g_exchange = g_exchange
         self.d_exchange = d_exchange
         self.group = group
+        self.average: WeightAverage | None = None
 
     def train_step(
         self, real: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None, outer: bool
@@ -79,6 +82,8 @@ class ParallelGanStep:
             self.step.g_optimizer.step()
             for key, value in g_metrics.items():
                 metrics[key] = metrics.get(key, 0.0) + value / steps
+        if self.average is not None:
+            self.average.update(self.step.generator)
         metrics["comm_s"] = comm
         metrics["step_s"] = time.perf_counter() - start
         return metrics
@@ -99,7 +104,14 @@ class ParallelGanStep:
             step.d_optimizer,
             step.rng,
             self.float_buffers(),
+            self.average,
         )
+
+    def scored_generator(self) -> Generator:
+        """The generator validations score and saves write: the weight average where one is
+        kept, else the generator itself."""
+        generator = self.step.generator
+        return generator if self.average is None else self.average.applied(generator)
 
     def exchange_stats(self) -> dict[str, Any]:
         stats = {"generator": self.g_exchange.stats.as_dict()}

@@ -50,6 +50,7 @@ from evogan.gan3d.setup import (
     share_cores,
 )
 from evogan.gan3d.validation import TrainingValidation
+from evogan.gan3d.weight_average import WeightAverage
 from evogan.store import BEST_MODEL, CONFIG, RunDir, save_weights
 
 LAST_MODEL = "last_model.h5"
@@ -95,6 +96,10 @@ class GanTrainer:
         self.parallel: ParallelGanStep = self.mode.build(
             spec, self.layout, seed, device, backend=self.backend, forward=self.forward
         )
+        if settings.generator_average:
+            self.parallel.average = WeightAverage(
+                self.parallel.step.generator, settings.generator_average
+            )
         self.position, serial, best = self._start(marker)
         self.started = Position(self.position.epoch, self.position.step)
         validation = self._validation(held_out, best) if settings.validates else None
@@ -296,14 +301,12 @@ class GanTrainer:
             "seed": self.config.seed,
             "rank": world.rank,
         }
-        step = self.parallel.step
+        step, generator = self.parallel.step, self.parallel.scored_generator()
         if not mode.replicas:
-            save_generator(
-                run.file(f"{ENSEMBLE}/rank-{world.rank:05d}.h5"), spec, step.generator, meta
-            )
-        last = step.generator
+            save_generator(run.file(f"{ENSEMBLE}/rank-{world.rank:05d}.h5"), spec, generator, meta)
+        last = generator
         if self.validation is not None:
-            last = self.validation.scored_copy(step.generator)
+            last = self.validation.scored_copy(generator)
         if world.rank == 0:
             save_generator(run.file(LAST_MODEL), spec, last, meta)
             if best:
