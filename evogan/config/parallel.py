@@ -32,7 +32,8 @@ class ParallelConfig(StrictModel):
     averages as trained; :mod:`evogan.gan3d.standing_stats`). ``generator_average``: the decay
     per step of an exponential moving average of the generator's weights that validations
     score and saves write instead of the last step's weights (0: off; 0.995 averages over
-    about the last 200 steps; :mod:`evogan.gan3d.weight_average`).
+    about the last 200 steps once past the warm-up, over about the last ninth of the steps so
+    far before; :mod:`evogan.gan3d.weight_average`).
     """
 
     mode: Literal["sync", "arar"] = "sync"
