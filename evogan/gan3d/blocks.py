@@ -37,6 +37,32 @@ class SeededDropout(nn.Module):
         return f"p={self.p}"
 
 
+class NoiseInjection(nn.Module):
+    """Adds per-cell Gaussian noise times a learned per-channel scale (StyleGAN's noise inputs).
+
+    A generator that maps one latent vector through convolutions makes smooth cell patterns;
+    the scattered low-energy cells of a real shower's halo are random from cell to cell. The
+    noise (one draw per cell, shared by the channels) gives the network that randomness, and
+    the scale, which starts at 0, decides how much of it each channel uses. It is drawn in
+    train and eval mode alike, from ``source``: (torch.Generator or None for torch's default
+    stream, (index, count)), where a data-parallel rank ``index`` of ``count`` draws for the
+    global batch and keeps its block, as :func:`evogan.gan3d.networks.make_latent` does.
+    """
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.zeros(channels))
+        self.source: tuple[torch.Generator | None, tuple[int, int]] = (None, (0, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gen, (index, count) = self.source
+        n = x.shape[0]
+        device = gen.device if gen is not None else x.device
+        noise = torch.randn((n * count, 1, *x.shape[2:]), generator=gen, device=device)
+        noise = noise[index * n : (index + 1) * n].to(x.device, x.dtype)
+        return x + self.scale.view(1, -1, 1, 1, 1) * noise
+
+
 def activation(name: str, slope: float) -> nn.Module:
     """The activation a spec names (``leaky_relu`` uses the spec's slope, Keras default 0.3)."""
     if name == "relu":
@@ -55,7 +81,7 @@ def conv_block(
     bn_momentum: float,
     rng: torch.Generator | None,
 ) -> nn.Sequential:
-    """One spec block: [upsample] -> pad -> Conv3d -> activation -> [BN] -> [dropout]."""
+    """One spec block: [upsample] -> pad -> Conv3d -> [noise] -> activation -> [BN] -> [dropout]."""
     layers: list[nn.Module] = []
     upsample = tuple(getattr(block, "upsample", (1, 1, 1)))
     if upsample != (1, 1, 1):
@@ -68,7 +94,10 @@ def conv_block(
         layers.append(nn.ConstantPad3d(tuple(pads), 0.0))
     conv = nn.Conv3d(in_channels, block.filters, tuple(block.kernel), bias=block.bias)
     initialise(conv, block.init, rng)
-    layers += [conv, activation(block.activation, slope)]
+    layers.append(conv)
+    if getattr(block, "noise", False):
+        layers.append(NoiseInjection(block.filters))
+    layers.append(activation(block.activation, slope))
     if block.batch_norm:
         layers.append(nn.BatchNorm3d(block.filters, eps=bn_eps, momentum=bn_momentum))
     if getattr(block, "dropout", 0.0) > 0:

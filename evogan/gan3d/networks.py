@@ -11,12 +11,14 @@ Keras originals (docs/physics.md section 4).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
 
 from evogan.errors import EvoganError
-from evogan.gan3d.blocks import SeededDropout, conv_block, initialise
+from evogan.gan3d.blocks import NoiseInjection, SeededDropout, conv_block, initialise
 from evogan.gan3d.spec import GanSpec, flatten_features
 
 # Measured angle given to showers without any energy (the original's sentinel value).
@@ -40,6 +42,23 @@ class Generator(nn.Module):
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
         x = self.dense(latent).view(-1, *self.seed_shape)
         return self.blocks(x)
+
+
+@contextmanager
+def noise_source(
+    generator: nn.Module, rng: torch.Generator | None, shard: tuple[int, int] = (0, 1)
+) -> Iterator[None]:
+    """Within the block, the generator's per-cell noise (blocks with ``noise: true``) is drawn
+    from ``rng``, sharded as :func:`make_latent` shards the latent noise; restored after."""
+    layers = [m for m in generator.modules() if isinstance(m, NoiseInjection)]
+    before = [m.source for m in layers]
+    for m in layers:
+        m.source = (rng, shard)
+    try:
+        yield
+    finally:
+        for m, source in zip(layers, before, strict=True):
+            m.source = source
 
 
 class Discriminator(nn.Module):

@@ -33,7 +33,9 @@ Init = Literal["he_uniform", "glorot_uniform", "glorot_normal"]
 
 
 class GeneratorBlock(StrictModel):
-    """upsample -> ZeroPadding3D -> Conv3D -> activation -> [BatchNorm] (Keras order)."""
+    """upsample -> ZeroPadding3D -> Conv3D -> [noise] -> activation -> [BatchNorm] (Keras
+    order); ``noise`` adds per-cell Gaussian noise with a learned per-channel scale before the
+    activation (:class:`evogan.gan3d.blocks.NoiseInjection`; not in the Keras originals)."""
 
     filters: PositiveInt
     kernel: Triple
@@ -44,6 +46,7 @@ class GeneratorBlock(StrictModel):
     batch_norm: bool = False
     bias: bool = True
     init: Init = "he_uniform"
+    noise: bool = False
 
 
 class DiscriminatorBlock(StrictModel):

@@ -36,6 +36,7 @@ from evogan.gan3d.networks import (
     Generator,
     make_latent,
     missing_theta,
+    noise_source,
     to_gev,
     to_network,
 )
@@ -87,7 +88,9 @@ class GanStep:
             self._last_real = batch_features(real_cells, energy, terms)
         with torch.no_grad(), self.forward.autocast(self.device):
             self.generator.train()
-            fake = self.generator(make_latent(self.spec, energy, theta, self.rng, self.shard))
+            latent = make_latent(self.spec, energy, theta, self.rng, self.shard)
+            with noise_source(self.generator, self.rng, self.shard):
+                fake = self.generator(latent)
         fake = self.forward.image(fake)
         self.discriminator.train()
         self.d_optimizer.zero_grad(set_to_none=True)
@@ -142,7 +145,8 @@ class GanStep:
         try:
             latent = make_latent(self.spec, energy, theta, self.rng, self.shard)
             with self.forward.autocast(self.device):
-                fake = self.forward.image(self.generator(latent))
+                with noise_source(self.generator, self.rng, self.shard):
+                    fake = self.forward.image(self.generator(latent))
                 outputs = self.discriminator(fake, targets["energy"])
             labels = torch.ones(batch_size, device=self.device)
             weights = self.spec.loss_weights

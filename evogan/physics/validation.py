@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from evogan.gan3d.networks import Generator, make_latent, to_gev
+from evogan.gan3d.networks import Generator, make_latent, noise_source, to_gev
 from evogan.gan3d.spec import GanSpec
 
 
@@ -42,7 +42,8 @@ def generate_showers(
                 hi = min(lo + batch_size, len(energy_t))
                 angle = None if theta_t is None else theta_t[lo:hi].to(device)
                 latent = make_latent(spec, energy_t[lo:hi].to(device), angle, rng)
-                out[lo:hi] = to_gev(spec, generator(latent)).cpu().numpy()
+                with noise_source(generator, rng):
+                    out[lo:hi] = to_gev(spec, generator(latent)).cpu().numpy()
                 if on_batch is not None:
                     on_batch(hi - lo)
     finally:
