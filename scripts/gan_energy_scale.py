@@ -21,7 +21,7 @@ import torch
 from evogan.data.synthetic import generate_showers
 from evogan.errors import EvoganError
 from evogan.gan3d.model_file import load_generator
-from evogan.gan3d.networks import make_latent, noise_source, to_gev
+from evogan.gan3d.networks import sample, to_gev
 
 
 def scale_ratio(path: str, batches: int, energy_range: tuple[float, float], seed: int) -> tuple:
@@ -36,9 +36,8 @@ def scale_ratio(path: str, batches: int, energy_range: tuple[float, float], seed
         real = generate_showers(energy, draws).sum(axis=(1, 2, 3)) / energy
         conditions = torch.as_tensor(energy, dtype=torch.float32)
         theta = torch.full_like(conditions, np.pi / 2) if spec.conditioning.angle else None
-        latent = make_latent(spec, conditions, theta, noise)
-        with torch.no_grad(), noise_source(generator, noise):
-            fake = to_gev(spec, generator(latent))
+        with torch.no_grad():
+            fake = to_gev(spec, sample(spec, generator, conditions, theta, noise))
         generated = fake.sum(dim=(1, 2, 3)).numpy() / energy
         ratios.append(generated.mean() / real.mean())
     return float(np.mean(ratios)), float(np.std(ratios, ddof=1) / np.sqrt(batches))

@@ -158,6 +158,22 @@ def make_latent(
     return torch.cat([*slots, noise], dim=1)
 
 
+def sample(
+    spec: GanSpec,
+    generator: nn.Module,
+    energy: torch.Tensor,
+    theta: torch.Tensor | None,
+    rng: torch.Generator,
+    shard: tuple[int, int] = (0, 1),
+) -> torch.Tensor:
+    """The generator's output (network units) for primaries (GeV) and angles (rad): the latent
+    noise, then any per-cell noise, both drawn from ``rng`` and sharded as :func:`make_latent`
+    shards."""
+    latent = make_latent(spec, energy, theta, rng, shard)
+    with noise_source(generator, rng, shard):
+        return generator(latent)
+
+
 def missing_theta(spec: GanSpec) -> EvoganError:
     """The error for angle-conditioned specs given showers without an angle."""
     return EvoganError(

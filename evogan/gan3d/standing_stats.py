@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from evogan.gan3d.networks import Generator, make_latent, noise_source
+from evogan.gan3d.networks import Generator, sample
 from evogan.gan3d.spec import GanSpec
 
 
@@ -52,9 +52,7 @@ def standing_statistics(
                 pick = torch.randint(len(energy_t), (batch_size,), generator=rng, device=rng.device)
                 pick = pick.cpu()
                 angle = None if theta_t is None else theta_t[pick].to(device)
-                latent = make_latent(spec, energy_t[pick].to(device), angle, rng)
-                with noise_source(generator, rng):
-                    generator(latent)
+                sample(spec, generator, energy_t[pick].to(device), angle, rng)
     finally:
         for m, momentum in zip(norms, momenta, strict=True):
             m.momentum = momentum

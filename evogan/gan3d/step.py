@@ -34,9 +34,8 @@ from evogan.gan3d.losses import (
 from evogan.gan3d.networks import (
     Discriminator,
     Generator,
-    make_latent,
     missing_theta,
-    noise_source,
+    sample,
     to_gev,
     to_network,
 )
@@ -62,7 +61,7 @@ class GanStep:
         self.generator = self.forward.prepare(generator.to(self.device))
         self.discriminator = self.forward.prepare(discriminator.to(self.device))
         self.rng = generator_rng
-        self.shard = (0, 1)  # (rank, ranks) of a synchronous data-parallel run; see make_latent
+        self.shard = (0, 1)  # (rank, ranks) of a synchronous data-parallel run; see sample
         self.discriminator.set_dropout_generator(generator_rng)
         options = {"alpha": spec.rmsprop_alpha, "eps": spec.rmsprop_eps}
         self.g_optimizer = torch.optim.RMSprop(generator.parameters(), lr=spec.g_lr, **options)
@@ -88,9 +87,7 @@ class GanStep:
             self._last_real = batch_features(real_cells, energy, terms)
         with torch.no_grad(), self.forward.autocast(self.device):
             self.generator.train()
-            latent = make_latent(self.spec, energy, theta, self.rng, self.shard)
-            with noise_source(self.generator, self.rng, self.shard):
-                fake = self.generator(latent)
+            fake = sample(self.spec, self.generator, energy, theta, self.rng, self.shard)
         fake = self.forward.image(fake)
         self.discriminator.train()
         self.d_optimizer.zero_grad(set_to_none=True)
@@ -143,10 +140,9 @@ class GanStep:
             p.requires_grad_(False)
         ratios: dict[str, float] = {}  # generated / real batch means of the batch terms
         try:
-            latent = make_latent(self.spec, energy, theta, self.rng, self.shard)
             with self.forward.autocast(self.device):
-                with noise_source(self.generator, self.rng, self.shard):
-                    fake = self.forward.image(self.generator(latent))
+                fake = sample(self.spec, self.generator, energy, theta, self.rng, self.shard)
+                fake = self.forward.image(fake)
                 outputs = self.discriminator(fake, targets["energy"])
             labels = torch.ones(batch_size, device=self.device)
             weights = self.spec.loss_weights

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from evogan.gan3d.networks import Generator, make_latent, noise_source, to_gev
+from evogan.gan3d.networks import Generator, sample, to_gev
 from evogan.gan3d.spec import GanSpec
 
 
@@ -41,9 +41,8 @@ def generate_showers(
             for lo in range(0, len(energy_t), batch_size):
                 hi = min(lo + batch_size, len(energy_t))
                 angle = None if theta_t is None else theta_t[lo:hi].to(device)
-                latent = make_latent(spec, energy_t[lo:hi].to(device), angle, rng)
-                with noise_source(generator, rng):
-                    out[lo:hi] = to_gev(spec, generator(latent)).cpu().numpy()
+                showers = sample(spec, generator, energy_t[lo:hi].to(device), angle, rng)
+                out[lo:hi] = to_gev(spec, showers).cpu().numpy()
                 if on_batch is not None:
                     on_batch(hi - lo)
     finally:
