@@ -110,15 +110,15 @@ def _table(campaign: Path) -> dict[str, dict]:
     return rows
 
 
-def _first_outcome(campaign: Path, job: subprocess.Popen) -> Path:
-    """The first re-training of the final step to finish (the job killed if none does)."""
+def _both_groups_training(campaign: Path, job: subprocess.Popen) -> None:
+    """Wait until each of the 2 groups has started its first re-training of the final step (the
+    job killed if they never do): a stop signal then ends the step after those two trainings."""
     deadline = time.monotonic() + 150
-    while not (found := list((campaign / "final").glob(f"*/seed-*/{OUTCOME}"))):
+    while len(list((campaign / "final").glob("*/seed-*"))) < 2:
         if job.poll() is not None or time.monotonic() > deadline:
             kill_job(job)
-            pytest.fail(f"no final training finished: {job.communicate()[1][-2000:]}")
+            pytest.fail(f"the final step never started: {job.communicate()[1][-2000:]}")
         time.sleep(0.02)
-    return found[0]
 
 
 def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
@@ -126,21 +126,23 @@ def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
     out = tmp_path / "ga"
     _env_cache(tmp_path)
     try:
-        # A SIGTERM after the final step's first training: 75, no `final`, and the campaign's
-        # resume trains no candidate and completes the step from its finished trainings.
+        # A SIGTERM during the final step's first two trainings: 75, no `final`, and the
+        # campaign's resume trains no candidate and completes the step from those two.
         job = launch(4, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
-        first = _first_outcome(out, job)
+        _both_groups_training(out, job)
         terminate_ranks(job)
         _, stderr = job.communicate(timeout=120)
         assert job.returncode == 75, stderr[-3000:]
+        first = sorted((out / "final").glob(f"*/seed-*/{OUTCOME}"))
+        assert len(first) == 2, first
         assert f"resume with: mpirun -n 4 evogan search --resume {out}" in stderr
         assert "final" not in json.loads((out / "summary.json").read_text())
         trained = len(_table(out))
         result = mpirun(4, ["-m", "evogan", "search", "--resume", str(out)], 180)
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "of 4 kept from an earlier run" in result.stdout
+        assert "2 of 4 kept from an earlier run" in result.stdout
         assert "better than baseline:" in result.stdout
-        assert len(_table(out)) == trained == 4 and first.is_file()
+        assert len(_table(out)) == trained == 4 and all(path.is_file() for path in first)
         summary = json.loads((out / "summary.json").read_text())
         final = summary["final"]
         (candidate,) = final["candidates"]
