@@ -33,7 +33,9 @@ class ParallelConfig(StrictModel):
     per step of an exponential moving average of the generator's weights that validations
     score and saves write instead of the last step's weights (0: off; 0.995 averages over
     about the last 200 steps once past the warm-up, over about the last ninth of the steps so
-    far before; :mod:`evogan.gan3d.weight_average`).
+    far before; :mod:`evogan.gan3d.weight_average`). ``lr_decay_from``: the fraction of the
+    ``epochs`` after which both learning rates fall linearly towards 0 at the last step (1: a
+    constant rate; :mod:`evogan.gan3d.lr_decay`).
     """
 
     mode: Literal["sync", "arar"] = "sync"
@@ -57,6 +59,7 @@ class ParallelConfig(StrictModel):
     validation_bins: PositiveInt = 5
     standing_batches: NonNegativeInt = 100
     generator_average: float = Field(default=0.0, ge=0, lt=1)
+    lr_decay_from: float = Field(default=1.0, ge=0, le=1)
 
     @model_validator(mode="after")
     def _mode_options(self) -> ParallelConfig:

@@ -25,6 +25,7 @@ from evogan.distributed.comm import Layout
 from evogan.engine.seeding import numpy_generator
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.cadence import CHECKPOINT, VALIDATE, Cadence
+from evogan.gan3d.lr_decay import lr_factor
 from evogan.gan3d.parallel import Mode, ParallelGanStep
 from evogan.gan3d.validation import TrainingValidation
 from evogan.progress import progress
@@ -226,6 +227,10 @@ class EpochLoop:
         for index, (ecal, energy, theta) in enumerate(batches):
             if index < pos.step:  # done before the checkpoint this run resumed from
                 continue
+            if settings.lr_decay_from < 1.0:
+                step = epoch * self.steps + index
+                total = settings.epochs * self.steps
+                self.parallel.scale_learning_rates(lr_factor(step, total, settings.lr_decay_from))
             start = time.perf_counter()
             figures = self.parallel.train_step(
                 torch.from_numpy(ecal),

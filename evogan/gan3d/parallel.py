@@ -88,6 +88,16 @@ class ParallelGanStep:
         metrics["step_s"] = time.perf_counter() - start
         return metrics
 
+    def scale_learning_rates(self, factor: float) -> None:
+        """Set both optimisers' learning rates to the spec's times ``factor``."""
+        spec = self.step.spec
+        for optimizer, lr in (
+            (self.step.g_optimizer, spec.g_lr),
+            (self.step.d_optimizer, spec.d_lr),
+        ):
+            for group in optimizer.param_groups:
+                group["lr"] = lr * factor
+
     def float_buffers(self) -> list[torch.Tensor]:
         """Batch-norm running statistics: they drift apart per rank in sync mode (each rank
         sees its own batches); checkpoints keep every rank's, saved models their mean."""
