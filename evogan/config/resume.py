@@ -5,6 +5,7 @@ seed or algorithm, so a resumed run stays the continuation of the run it resumes
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -56,4 +57,20 @@ def load_run_config(run: Path, overrides: list[str]) -> BaseModel:
         raise ConfigError(f"--resume {run}: not a run directory (no config.yaml)")
     task = read_yaml(path).get("task", "regressor")
     check_resume_overrides(str(task), overrides)
-    return load_config(path, overrides)
+    config = load_config(path, overrides)
+    if task == "gan3d":
+        _check_decay_length(load_config(path).trainer, config.trainer)
+    return config
+
+
+def _check_decay_length(stored: Any, resumed: Any) -> None:
+    """Refuse a new ``trainer.epochs`` for a run whose learning rates decay over its length
+    (the search's inheriting members extend their parents' epochs through the Python API,
+    where the decay is spread over the new length)."""
+    if stored.lr_decay_from < 1 and resumed.epochs != stored.epochs:
+        raise ConfigError(
+            f"--set trainer.epochs={resumed.epochs}: this run decays its learning rates over its "
+            f"trainer.epochs = {stored.epochs} (trainer.lr_decay_from = "
+            f"{stored.lr_decay_from}), so a resume cannot change its length; start a new run "
+            "for a longer training"
+        )

@@ -45,13 +45,13 @@ def open_run(
             f"{run.path} was trained on {marker['world_size']} ranks and must be resumed on as "
             f"many: run mpirun -n {marker['world_size']} (got {world.size})"
         )
-    check_same_computation(run, config)
     if until is not None and marker["epoch"] >= until:
         raise EvoganError(
             f"{run.path} already finished {marker['epoch']} epoch(s) and trainer.epochs = "
             f"{until}; raise it to continue, e.g. --set trainer.epochs="
             f"{marker['epoch'] + 1}"
         )
+    check_same_computation(run, config)
     return run, marker
 
 
@@ -62,13 +62,6 @@ def check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
     raw = yaml.safe_load(run.file(CONFIG).read_text())
     # keys added since the run was made count as their defaults
     stored = validate(Gan3dConfig, raw, source=str(run.file(CONFIG))).model_dump(mode="json")
-    decay_from, epochs = stored["trainer"]["lr_decay_from"], stored["trainer"]["epochs"]
-    if decay_from < 1 and config.trainer.epochs != epochs:
-        raise EvoganError(
-            f"{run.path} decays its learning rates over its trainer.epochs = {epochs} "
-            f"(trainer.lr_decay_from = {decay_from}), so a resume cannot change its length to "
-            f"{config.trainer.epochs}; start a new run for a longer training"
-        )
     for key, old, new in _differences(stored, config.model_dump(mode="json")):
         if not is_resume_safe("gan3d", key):
             section = key.partition(".")[0]
