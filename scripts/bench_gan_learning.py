@@ -27,17 +27,9 @@ from evogan.config import load_config
 from evogan.data.synthetic import synthesize
 from evogan.gan3d.model_file import find_generator, load_generator
 from evogan.physics import Reference
-from evogan.physics.features import shower_features
-from evogan.physics.score import energy_bin, equal_count_edges
+from evogan.physics.targets import compare_targets, format_deviation
 from evogan.physics.validation import generate_showers
 from evogan.store import RunDir
-
-TOLERANCES = {
-    "sampling_fraction": ("relative", 0.10),
-    "centre_z_layer": ("absolute", 1.0),
-    "width_mm": ("relative", 0.20),
-    "hits": ("relative", 0.25),
-}
 
 
 def held_out_reference(run: RunDir, events: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,51 +38,6 @@ def held_out_reference(run: RunDir, events: int) -> tuple[np.ndarray, np.ndarray
     synthetic = config.data.synthetic
     parts = list(synthesize(events, tuple(synthetic.energy_range), synthetic.seed + 1_000_003))
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
-
-
-def binned_means(ecal: np.ndarray, energy: np.ndarray, edges: np.ndarray) -> dict[str, list]:
-    """Per energy bin: mean and standard error of each of the four target quantities."""
-    table = shower_features(ecal, energy)
-    values = {
-        "sampling_fraction": table.scalars["energy_ratio"],
-        "centre_z_layer": table.scalars["centre_z_layer"],
-        "width_mm": 0.5 * (table.scalars["width_x_mm"] + table.scalars["width_y_mm"]),
-        "hits": table.scalars["hits"].astype(np.float64),
-    }
-    which = energy_bin(energy, edges)
-    out: dict[str, list] = {name: [] for name in values}
-    for b in range(edges.size - 1):
-        mask = which == b
-        for name, column in values.items():
-            chosen = column[mask]
-            error = chosen.std(ddof=1) / np.sqrt(chosen.size) if chosen.size > 1 else np.nan
-            out[name].append((float(chosen.mean()), float(error)))
-    return out
-
-
-def compare(generated: dict[str, list], reference: dict[str, list]) -> list[dict]:
-    """One row per (quantity, bin): both means, the deviation and whether it is in tolerance."""
-    rows = []
-    for name, (kind, tolerance) in TOLERANCES.items():
-        for b, ((gen, gen_err), (ref, ref_err)) in enumerate(
-            zip(generated[name], reference[name], strict=True)
-        ):
-            deviation = gen - ref if kind == "absolute" else (gen - ref) / ref
-            rows.append(
-                {
-                    "quantity": name,
-                    "bin": b,
-                    "generated": gen,
-                    "generated_error": gen_err,
-                    "reference": ref,
-                    "reference_error": ref_err,
-                    "deviation": float(deviation),
-                    "tolerance": tolerance,
-                    "kind": kind,
-                    "within": bool(abs(deviation) <= tolerance),
-                }
-            )
-    return rows
 
 
 def score_history(run: RunDir) -> dict:
@@ -126,33 +73,34 @@ def main() -> int:
     rng = torch.Generator().manual_seed(args.seed)
     angle = theta if spec.conditioning.angle else None
     generated = generate_showers(spec, generator, energy, angle, rng)
-    edges = equal_count_edges(energy, args.bins)
-    rows = compare(binned_means(generated, energy, edges), binned_means(ecal, energy, edges))
     reference = Reference.from_showers(ecal, energy, bins=args.bins)
+    scored = reference.score(generated, energy)
+    rows = compare_targets(scored.table, reference.table, reference.edges)
     result = {
         "run": str(args.run),
         "events": args.events,
-        "energy_edges_gev": edges.tolist(),
+        "energy_edges_gev": reference.edges.tolist(),
         "rows": rows,
         "all_within": all(r["within"] for r in rows),
-        "score_now": reference.score(generated, energy).score,
+        "score_now": scored.score,
         "floor_now": reference.floor(),
         "history": score_history(run),
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{args.events} held-out showers, energy bins {np.round(edges, 1).tolist()} GeV")
+    print(
+        f"{args.events} held-out showers, energy bins {np.round(reference.edges, 1).tolist()} GeV"
+    )
     print("| quantity | bin | generated | reference | deviation | tolerance | within |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        unit = " layers" if r["kind"] == "absolute" else ""
-        dev = f"{r['deviation']:+.2f}{unit}" if unit else f"{100 * r['deviation']:+.1f}%"
-        tol = f"{r['tolerance']:g}{unit}" if unit else f"{100 * r['tolerance']:g}%"
+        absolute = r["kind"] == "absolute"
+        tol = f"{r['tolerance']:g} layers" if absolute else f"{100 * r['tolerance']:g}%"
         print(
             f"| {r['quantity']} | {r['bin']} | {r['generated']:.4g} +- {r['generated_error']:.2g}"
-            f" | {r['reference']:.4g} +- {r['reference_error']:.2g} | {dev} | {tol} | "
-            f"{'yes' if r['within'] else 'no'} |"
+            f" | {r['reference']:.4g} +- {r['reference_error']:.2g} | {format_deviation(r)} | "
+            f"{tol} | {'yes' if r['within'] else 'no'} |"
         )
     floor = result["floor_now"]
     print(

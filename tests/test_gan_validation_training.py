@@ -25,6 +25,9 @@ def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Pat
     assert [(r["epoch"], r["step"]) for r in records] == [(1, 2), (2, 4), (3, 6)]
     scores = [r["score"] for r in records]
     assert all(s == s and s > 0 for s in scores) and records[0]["floor"] > 0
+    targets = [r["targets"] for r in records]  # 4 quantities x 5 energy bins (the default)
+    assert all(t["cells"] == 20 and t["within"] + len(t["misses"]) == 20 for t in targets)
+    assert done.stdout.count("within tolerance") == 3
     running = [min(scores[: i + 1]) for i in range(len(scores))]
     assert [r["best"] for r in records] == [s == m for s, m in zip(scores, running, strict=True)]
     best, meta = load_weights(run / "best_model.h5")

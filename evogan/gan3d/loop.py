@@ -303,15 +303,20 @@ class EpochLoop:
         return pos.elapsed
 
     def _validate(self, pos: Position) -> None:
+        from evogan.physics.targets import describe_targets
+
         step = pos.epoch * self.steps + pos.step
         at = {"epoch": pos.epoch, "step": step, "wall_seconds": self._elapsed(pos)}
         generator = self.parallel.scored_generator()
-        score = self.validation.validate(generator, self.run, self.metrics, at)
+        record = self.validation.validate(generator, self.run, self.metrics, at)
         self.validated = step
         self.cadence.done(VALIDATE)
-        if score is not None:
-            best = self.validation.best
-            print(f"validation at step {step}: score {score:.4g} (best {best:.4g})", flush=True)
+        if record is not None:
+            print(
+                f"validation at step {step}: score {record['score']:.4g} "
+                f"(best {self.validation.best:.4g}); {describe_targets(record['targets'])}",
+                flush=True,
+            )
             draw_learning_curve(self.run)
 
     def _checkpoint(self, pos: Position) -> None:

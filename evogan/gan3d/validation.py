@@ -95,15 +95,20 @@ class TrainingValidation:
         run: RunDir,
         metrics: MetricsWriter | None,
         at: dict[str, Any],
-    ) -> float | None:
+    ) -> dict | None:
         """Collective: score ``generator`` (rank 0's) at ``at`` (epoch, step, wall_seconds);
-        write the record and, when it is the best so far, ``best_model.h5``. Returns the score
-        on rank 0."""
+        write the record and, when it is the best so far, ``best_model.h5``. Returns the record
+        on rank 0: the score, the floor and the learning targets (:mod:`evogan.physics.targets`)
+        within tolerance."""
+        from evogan.physics.targets import compare_targets, target_summary
+
         model = self.scored_copy(generator)
         if model is None:
             return None
         showers = self._generate(model)
-        score = float(self.reference.score(showers, self.energy, self.theta).score)
+        result = self.reference.score(showers, self.energy, self.theta)
+        score = float(result.score)
+        rows = compare_targets(result.table, self.reference.table, self.reference.edges)
         best = self.best is None or score < self.best
         if best:
             self.best = score
@@ -116,9 +121,10 @@ class TrainingValidation:
             save_generator(run.file(BEST_MODEL), self.spec, model, meta)
         record = {"kind": "validation", **at, "score": score, "floor": self.floor, "best": best}
         record["floor_spread"] = self.spread
+        record["targets"] = target_summary(rows)
         if metrics is not None:
             metrics.write(record)
-        return score
+        return record
 
     def scored_copy(self, generator: Generator) -> Generator | None:
         """Collective: on rank 0, a copy of ``generator`` with the batch-norm statistics it is

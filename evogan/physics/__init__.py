@@ -5,7 +5,8 @@ file), ``features`` (the per-event feature table), one module per metric (``sepa
 ``frechet``, ``kernel``, ``classifier``, ``sampling``), ``score`` (the selection score, defined
 once, and its floor), ``validation`` (showers from a generator), ``ensemble`` (ensemble score
 and SAGIPS mean and spread over generators), ``members`` (which files form an ensemble),
-``distortions`` (known damage the score must rank).
+``distortions`` (known damage the score must rank), ``targets`` (the learning target's four
+per-bin means against their tolerances).
 
 The score contract used by training and search::
 

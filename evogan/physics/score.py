@@ -165,7 +165,9 @@ class Reference:
         """Score a feature table (the same work as :meth:`score` without the cells)."""
         bad = int(table.bad.sum())
         if len(table) - bad < 4:
-            return worst_validation(len(table), bad, "fewer than 4 non-empty, finite showers")
+            result = worst_validation(len(table), bad, "fewer than 4 non-empty, finite showers")
+            result.table = table
+            return result
         good = table.subset(~table.bad)
         result = self._compare(good)
         f_bad = bad / len(table)

@@ -5,7 +5,9 @@ Losses are the per-epoch means over steps and ranks (``epoch`` records); the sco
 physics selection score of the generator on held-out showers (``validation`` records, lower is
 better) with the reference's own floor (two independent halves of the reference) as a dashed
 line; the floor's spread over its splits, the score's sampling noise at this sample size, is the
-grey band and the error bars. The generator kept as ``best_model.h5`` is circled.
+grey band and the error bars. The generator kept as ``best_model.h5`` is circled; the number
+above each score is how many of the learning targets (:mod:`evogan.physics.targets`, four
+quantities per energy bin) were within tolerance.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def _scores(ax: Axes, scores: list[dict[str, Any]], key: str) -> None:
         color="tab:red",
         label="generator on held-out showers" + (" (bars: floor spread)" if spread else ""),
     )
+    _target_counts(ax, scores, key)
     best = min(range(len(ys)), key=ys.__getitem__)
     ax.plot([xs[best]], [ys[best]], "o", ms=14, mfc="none", color="black", label="best_model.h5")
     floor = scores[-1].get("floor")
@@ -75,3 +78,22 @@ def _scores(ax: Axes, scores: list[dict[str, Any]], key: str) -> None:
         if spread:
             ax.axhspan(floor - spread, floor + spread, color="gray", alpha=0.2)
     ax.legend(fontsize=8)
+
+
+def _target_counts(ax: Axes, scores: list[dict[str, Any]], key: str) -> None:
+    """Each score's learning targets within tolerance, ``k/n``, above its marker."""
+    counted = [r for r in scores if r.get("targets")]
+    for r in counted:
+        text = f"{r['targets']['within']}/{r['targets']['cells']}"
+        ax.annotate(
+            text,
+            (r[key], r["score"]),
+            xytext=(0, 9),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+            color="tab:red",
+        )
+    if counted:
+        ax.margins(y=0.15)  # room for the labels above the highest score
+        ax.plot([], [], ls="", label="k/n: learning targets within tolerance")
