@@ -142,3 +142,30 @@ def test_timed_checkpoints_and_validations_and_a_stop_in_the_first_step(tmp_path
     marker = json.loads((first / "checkpoint.json").read_text())
     assert (marker["epoch"], marker["step"]) == (0, 1)
     assert "resume with: evogan train --resume" in done.stderr
+
+
+def test_a_signal_during_a_checkpoint_write_stops_after_it_and_resumes_exactly(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """SIGTERM while rank 0 writes the timed checkpoint after step 1: that checkpoint
+    completes, the ranks stop with a checkpoint of their own, nothing is half-written, and
+    the resume ends with the weights of the uninterrupted run."""
+    run = tmp_path / "run"
+    every_step = ["--set", "checkpoint.every_seconds=0.001", "--signal-in-checkpoint", "0"]
+    stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(run), *SIZE, *every_step])
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    assert f"mpirun -n 2 evogan train --resume {run}" in stopped.stderr
+    marker = json.loads((run / "checkpoint.json").read_text())
+    # serial 1: the timed checkpoint the signal interrupted, completed; serial 2: the stop's,
+    # at the next step, when the ranks agree
+    assert (marker["serial"], marker["epoch"], marker["step"]) == (2, 0, 2)
+    assert [p.name for p in (run / "checkpoints").iterdir()] == [Path(marker["files"][0]).name]
+    assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]
+    (stop,) = read_metrics(run / "metrics.jsonl", "stop")
+    assert (stop["step"], stop["signal"]) == (2, "SIGTERM")
+    done = mpirun(2, ["-m", "evogan", "train", "--resume", str(run)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in OUTPUTS:
+        resumed, _ = load_weights(run / name)
+        expected, _ = load_weights(runs["straight"] / name)
+        assert all(resumed[k].equal(expected[k]) for k in expected), name

@@ -4,7 +4,9 @@
 ``--fail-rank R --fail-step S`` raises on rank R at step S while the others are inside
 collective calls (the job must end promptly with the rank named); ``--signal-rank R
 --signal-step S`` sends SIGTERM to rank R's own process after global step S, as Slurm does at
-the end of an allocation (``guard`` turns the stop into the CLI's line and exit code).
+the end of an allocation (``guard`` turns the stop into the CLI's line and exit code);
+``--signal-in-checkpoint R`` sends it on rank R from inside its first checkpoint write (its
+state gathered, the file not yet written nor committed).
 """
 
 from __future__ import annotations
@@ -21,6 +23,26 @@ from evogan.gan3d.loop import StepInfo
 from evogan.gan3d.trainer import train_gan3d
 
 
+def signal_inside_first_checkpoint(rank: int) -> None:
+    """SIGTERM to this process, on ``rank``, as its first checkpoint file is being written."""
+    from mpi4py import MPI
+
+    from evogan.gan3d import checkpoint
+
+    if MPI.COMM_WORLD.rank != rank:
+        return
+    write = checkpoint.save_weights
+    sent = {"done": False}
+
+    def interrupted(path: Path, tensors: dict, meta: dict) -> None:
+        if not sent["done"]:
+            sent["done"] = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        write(path, tensors, meta)
+
+    checkpoint.save_weights = interrupted
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("config", type=Path)
@@ -33,7 +55,10 @@ def main() -> None:
     parser.add_argument("--fail-step", type=int, default=0)
     parser.add_argument("--signal-rank", type=int, default=-1)
     parser.add_argument("--signal-step", type=int, default=0)
+    parser.add_argument("--signal-in-checkpoint", type=int, default=-1)
     args = parser.parse_args()
+    if args.signal_in_checkpoint >= 0:
+        signal_inside_first_checkpoint(args.signal_in_checkpoint)
     steps = {"done": 0}
 
     def on_step(info: StepInfo) -> None:
