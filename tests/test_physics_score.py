@@ -87,7 +87,9 @@ def test_too_little_and_too_much_energy_are_penalised_alike(world: dict) -> None
 def test_empty_and_non_finite_showers_are_worst_class_and_finite(world: dict) -> None:
     ecal, energy = world["sample"]
     reference = world["reference"]
-    assert reference.score(np.zeros_like(ecal[:50]), energy[:50]).score == WORST
+    empty = reference.score(np.zeros_like(ecal[:50]), energy[:50])
+    assert empty.score == WORST
+    assert empty.table is not None and empty.table.bad.all()  # its features, for the figures
     broken = ecal[:200].copy()
     broken[:] = np.nan
     assert reference.score(broken, energy[:200]).score == WORST

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from evogan.data.synthetic import synthesize
-from evogan.physics import Reference
+from evogan.physics import Reference, shower_features
 from evogan.physics.distortions import blurred, empty, scaled, shifted
 from evogan.physics.targets import TOLERANCES, compare_targets, describe_targets, target_summary
 
@@ -32,8 +32,7 @@ def _rows(world: dict, distortion=None) -> list[dict]:
     if distortion is not None:
         ecal = distortion(ecal, energy, np.random.default_rng(3))
     reference = world["reference"]
-    result = reference.score(ecal, energy)
-    return compare_targets(result.table, reference.table, reference.edges)
+    return compare_targets(shower_features(ecal, energy), reference.table, reference.edges)
 
 
 def _missed(rows: list[dict]) -> dict[str, int]:
