@@ -55,6 +55,7 @@ class GAConfig(StrictModel):
     hybrid_lr: float = Field(default=1e-3, gt=0)
     hall_of_fame: PositiveInt = 1
     eval_block: PositiveInt = 36
+    device: Literal["cpu", "cuda"] = "cpu"
 
 
 class TrainConfig(StrictModel):

@@ -72,6 +72,7 @@ class IslandRun:
             mutation=cfg.ga.mutation,
             replace_sigma=cfg.ga.replace_sigma,
             eval_block=cfg.ga.eval_block,
+            device=cfg.ga.device,
         )
         session = IslandSession(world, cfg.islands.ranks_per_island, agreement=cfg.migration.mode)
         try:

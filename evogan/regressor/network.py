@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from evogan.config.regressor import RegressorModelConfig
 from evogan.errors import ConfigError, DataError
-from evogan.regressor import fused_eval
+from evogan.regressor import fused_eval, gpu_eval
 
 
 @dataclass(frozen=True)
@@ -205,8 +205,10 @@ def batched_predict(
     With average pooling, pooling followed by the linear layer is itself linear, so it folds
     into one weight per (candidate, filter, convolution position). On a CPU with float32 and
     no gradient wanted, the fused C kernel (:mod:`evogan.regressor.fused_eval`) then computes
-    every (event, candidate, filter) in one pass from the input; otherwise (GPU, max pooling,
-    autograd, no C compiler) the torch path below runs with ``chunk`` events per block.
+    every (event, candidate, filter) in one pass from the input; on a CUDA GPU with Triton the
+    same fold runs as one Triton kernel (:mod:`evogan.regressor.gpu_eval`); otherwise (max
+    pooling, autograd, no C compiler or Triton) the torch path below runs with ``chunk`` events
+    per block.
     """
     views = unflatten(layout, genomes)
     if x.dim() != 4 or tuple(x.shape[1:]) != layout.input_shape:
@@ -215,6 +217,9 @@ def batched_predict(
         )
     if _fused_applies(layout, genomes, x):
         per_filter = _fused_predict(layout, views, x, index)  # reads x[index] in place
+    elif _gpu_applies(layout, genomes, x):
+        x = x if index is None else x.index_select(0, index)
+        per_filter = gpu_filter_sums(layout, views, x)
     else:
         x = x if index is None else x.index_select(0, index)
         per_filter = _torch_predict(layout, views, x, chunk)
@@ -227,7 +232,9 @@ def batched_predict(
 
 def evaluation_path(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> str:
     """Which implementation :func:`batched_predict` takes for these arguments (for reports)."""
-    return "fused C kernel" if _fused_applies(layout, genomes, x) else "torch im2col + matmul"
+    if _fused_applies(layout, genomes, x):
+        return "fused C kernel"
+    return "fused Triton kernel" if _gpu_applies(layout, genomes, x) else "torch im2col + matmul"
 
 
 def _fused_applies(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> bool:
@@ -238,6 +245,46 @@ def _fused_applies(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> bool:
         and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (genomes, x))
         and fused_eval.kernel() is not None
     )
+
+
+def _gpu_applies(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> bool:
+    wants_grad = torch.is_grad_enabled() and (genomes.requires_grad or x.requires_grad)
+    taps = layout.input_shape[0] * layout.kernel**2
+    return (
+        layout.pooling == "avg"
+        and not wants_grad
+        and taps < gpu_eval.DEPTH
+        and gpu_eval.available(genomes, x)
+    )
+
+
+def gpu_filter_sums(
+    layout: RegressorLayout,
+    views: dict[str, Tensor],
+    x: Tensor,
+    precision: str | None = None,
+) -> Tensor:
+    """Per-(candidate, filter) sums (P*filters, B) from the Triton kernel: image patches with a
+    row of ones (the bias) padded to the kernel's inner dimension, and the folded tail.
+    ``precision``: the kernel's (:func:`evogan.regressor.gpu_eval.fused_rows`)."""
+    weight_view = views["conv.weight"]
+    count, rows = weight_view.shape[0], weight_view.shape[0] * layout.filters
+    kernel, taps = layout.kernel, layout.input_shape[0] * layout.kernel**2
+    conv_h, conv_w = layout.conv_shape
+    patches = x.new_zeros(x.shape[0], gpu_eval.DEPTH, conv_h * conv_w)
+    windows = x.unfold(2, kernel, 1).unfold(3, kernel, 1)  # (n, C, h, w, k, k)
+    patches[:, :taps].view(x.shape[0], -1, kernel, kernel, conv_h, conv_w).copy_(
+        windows.permute(0, 1, 4, 5, 2, 3)
+    )
+    patches[:, taps] = 1
+    weight = x.new_zeros(rows, gpu_eval.DEPTH)
+    weight[:, :taps] = weight_view.reshape(rows, taps)
+    if "conv.bias" in views:
+        weight[:, taps] = views["conv.bias"].reshape(rows)
+    pooled_h, pooled_w = layout.pooled_shape
+    linear = views["linear.weight"].reshape(count, layout.filters, pooled_h, pooled_w)
+    tail = _folded_tail(layout, linear).reshape(rows, conv_h * conv_w)
+    return gpu_eval.fused_rows(weight, patches, tail, precision)
 
 
 def _fused_predict(

@@ -48,7 +48,9 @@ class RegressorProblem(DifferentiableProblem):
     (Table 1 of the GA study). Mutation is point mutation (``add``) or redrawing (``replace``).
     ``eval_block`` (event, genome) pairs go through the network per block (cache blocking).
     Minibatches are a fresh permutation of the training set every epoch, full batches only, so
-    every generation's fitness is over the same number of events.
+    every generation's fitness is over the same number of events. With ``device="cuda"`` the
+    evaluation runs on the GPU (the training set is copied there once, the candidates every
+    generation); mutation, selection and gradient steps stay on the host.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class RegressorProblem(DifferentiableProblem):
         mutation: str = "add",
         replace_sigma: float = 0.1,
         eval_block: int = 36,
+        device: str = "cpu",
     ) -> None:
         if not 1 <= batch_size <= len(train):
             raise ConfigError(
@@ -74,6 +77,12 @@ class RegressorProblem(DifferentiableProblem):
         self.mutation = mutation
         self.replace_sigma = replace_sigma
         self.eval_block = eval_block
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(
+                "ga.device = 'cuda' but torch sees no CUDA GPU here; use ga.device: cpu"
+            )
+        self._device_x = train.x.to(self.device)
 
     def initial_genomes(self, count: int, generator: torch.Generator) -> Tensor:
         return initial_weights(self.layout, count, generator)
@@ -104,8 +113,12 @@ class RegressorProblem(DifferentiableProblem):
         else:
             (x, y), index = batch, None
         with torch.no_grad():
+            if self.device.type != "cpu":
+                x = self._device_x if x is self.train.x else x.to(self.device)
+                genomes = genomes.to(self.device)
+                index = None if index is None else index.to(self.device)
             prediction = batched_predict(self.layout, genomes, x, self._chunk(genomes), index)
-        return mape(prediction, y)
+        return mape(prediction.cpu(), y)
 
     def loss(self, genome: Tensor, batch: Batch) -> Tensor:
         x, y = batch
