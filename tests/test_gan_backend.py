@@ -23,7 +23,7 @@ from evogan.config import load_config
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.torch_group import TorchGroup
-from evogan.errors import ConfigError
+from evogan.errors import ConfigError, EvoganError
 from evogan.gan3d.setup import rank_backend
 from evogan.store import load_weights, read_metrics
 
@@ -135,6 +135,12 @@ def test_backend_choice_resolves_per_mode_and_device() -> None:
     expected = "nccl" if torch.distributed.is_nccl_available() else "mpi"
     assert rank_backend(ParallelConfig(device="cuda"), "cuda:0", 2) == expected
     assert rank_backend(ParallelConfig(device="cuda"), "cuda:0", 1) == "mpi"  # nothing to reduce
+    shared = ParallelConfig(device="cuda")
+    assert rank_backend(shared, "cuda:0", 2, sharing=2) == "mpi"  # two ranks on one GPU
+    with pytest.raises(
+        EvoganError, match=r"^trainer\.backend = 'nccl' needs a GPU per rank, but 2"
+    ):
+        rank_backend(ParallelConfig(device="cuda", backend="nccl"), "cuda:0", 2, sharing=2)
 
 
 @pytest.mark.parametrize(

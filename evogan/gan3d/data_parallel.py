@@ -176,10 +176,11 @@ class SyncAllreduce(GradientExchange):
         self._buckets = self.flat.buckets(bucket_bytes)
 
     def _exchange(self, outer: bool) -> None:
+        if self.comm.size == 1:
+            return  # the average over one rank is its own gradient: no copy through the host
         self.flat.gather_grads()
-        if self.comm.size > 1:
-            for bucket in self._buckets:
-                self.comm.Allreduce(MPI.IN_PLACE, bucket, op=MPI.SUM)
+        for bucket in self._buckets:
+            self.comm.Allreduce(MPI.IN_PLACE, bucket, op=MPI.SUM)
         self.flat.scatter_grads(self.flat.buffer, 1.0 / self.comm.size)
 
 

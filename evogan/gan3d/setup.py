@@ -35,23 +35,42 @@ def rank_device(settings: ParallelConfig, world: MPI.Comm) -> str:
         return "cpu"
     if not torch.cuda.is_available():
         raise EvoganError("trainer.device = 'cuda' but torch sees no GPU; use trainer.device: cpu")
-    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
-    local = node.rank
-    node.Free()
+    local, _ = node_position(world)
     torch.backends.cudnn.benchmark = True  # shapes are fixed for a whole training: autotune once
     return f"cuda:{local % torch.cuda.device_count()}"
 
 
-def rank_backend(settings: ParallelConfig, device: str, ranks: int) -> str:
+def node_position(world: MPI.Comm) -> tuple[int, int]:
+    """This rank's index among the ranks of its node, and their number (collective)."""
+    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
+    position = node.rank, node.size
+    node.Free()
+    return position
+
+
+def ranks_per_gpu(world: MPI.Comm) -> int:
+    """The most ranks that share one GPU on any node (collective; 0 where torch sees none)."""
+    _, local_ranks = node_position(world)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return world.allreduce(-(-local_ranks // gpus) if gpus else 0, op=MPI.MAX)
+
+
+def rank_backend(settings: ParallelConfig, device: str, ranks: int, sharing: int = 1) -> str:
     """The backend of sync mode's gradient all-reduce: ``mpi``, ``gloo`` or ``nccl`` (arar:
-    always ``mpi``); ``auto`` takes nccl on CUDA when torch has it and there is more than one
-    rank to reduce over, else mpi."""
+    always ``mpi``); ``auto`` takes nccl on CUDA when torch has it, there is more than one
+    rank to reduce over and each rank has a GPU of its own (``sharing``: the most ranks on one
+    GPU; NCCL refuses two ranks on one device), else mpi."""
     backend = settings.backend
     if settings.mode != "sync":
         return "mpi"
     if backend == "auto":
-        gpu = device.startswith("cuda") and ranks > 1
+        gpu = device.startswith("cuda") and ranks > 1 and sharing <= 1
         return "nccl" if gpu and backend_available("nccl") else "mpi"
+    if backend == "nccl" and ranks > 1 and sharing > 1:
+        raise EvoganError(
+            f"trainer.backend = 'nccl' needs a GPU per rank, but {sharing} ranks share one GPU "
+            "on a node; launch at most one rank per GPU, or use trainer.backend: mpi or auto"
+        )
     if backend != "mpi" and not backend_available(backend):
         others = ", ".join(b for b in ("mpi", "gloo", "nccl") if b != backend)
         raise EvoganError(
@@ -102,10 +121,9 @@ def announce_ring_transport(settings: ParallelConfig, device: str, world: MPI.Co
 def share_cores(world: MPI.Comm) -> None:
     """Give each rank its share of the node's cores: torch's default of one thread per core
     in every rank oversubscribes the node as soon as two ranks share it."""
-    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
+    _, local_ranks = node_position(world)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    share = max(1, (cores or 1) // node.size)
-    node.Free()
+    share = max(1, (cores or 1) // local_ranks)
     if torch.get_num_threads() > share:
         torch.set_num_threads(share)
 

@@ -47,6 +47,7 @@ from evogan.gan3d.setup import (
     manifest,
     rank_backend,
     rank_device,
+    ranks_per_gpu,
     share_cores,
 )
 from evogan.gan3d.validation import TrainingValidation
@@ -83,7 +84,8 @@ class GanTrainer:
         self.config, self.world, self.on_step = config, world, on_step
         self.mode: Mode = mode_for(settings)
         device = rank_device(settings, world)  # refused before a run directory exists
-        self.backend = rank_backend(settings, device, world.size)
+        sharing = ranks_per_gpu(world) if device.startswith("cuda") else 1
+        self.backend = rank_backend(settings, device, world.size, sharing)
         self.forward = forward_options(settings, device, world)
         announce_ring_transport(settings, device, world)
         shard, held_out = load_data(config.data, settings, world)
