@@ -5,6 +5,7 @@
     python scripts/bench_gan.py --device cuda --batch 128 --steps 10 --inference-batch 512
     python scripts/bench_gan.py --precision bf16 --channels-last      # trainer.precision etc.
     python scripts/bench_gan.py --spec configs/gan3d_tiny.yaml --compare  # table of variants
+    python scripts/bench_gan.py --spec configs/gan3d_tiny.yaml --profile  # kernels by time
 
 FLOPs per training sample are counted from the spec's layer shapes (conv and dense layers,
 2 FLOPs per multiply-accumulate; batch norm, activations and pooling are not counted):
@@ -177,6 +178,31 @@ class Autocast(torch.nn.Module):
             return self.generator(latent).float()
 
 
+def profile_step(
+    spec: GanSpec, batch: int, device: str, forward: ForwardOptions, rows: int = 15
+) -> str:
+    """The kernels of two training steps (after warm-up) by device time, as torch.profiler's
+    table: where a step's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    device = torch.device(device)
+    generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
+    rng = torch.Generator(device).manual_seed(1)
+    step = GanStep(spec, generator, discriminator, rng, device=device, forward=forward)
+    ecal, energy, theta = (t.to(device) for t in _batch(spec, batch))
+    for _ in range(_warmup(device.type == "cuda", forward)):
+        step.train_step(ecal, energy, theta)
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as profiler:
+        for _ in range(2):
+            step.train_step(ecal, energy, theta)
+        _synchronize(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return profiler.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=70)
+
+
 def _warmup(on_gpu: bool, forward: ForwardOptions) -> int:
     """Untimed steps: cuDNN autotuning on a GPU, compilation (two step kinds) when compiled."""
     return max(3 if on_gpu else 1, 2 if forward.compile else 1)
@@ -239,6 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare", action="store_true", help="time forward variants side by side (see above)"
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--profile", action="store_true", help="also print the kernels of two steps by time"
+    )
     return parser
 
 
@@ -298,6 +327,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"inference: {single['inference_ms_per_shower']:.1f} ms/shower "
         f"({single['inference_gflops_per_shower']:.2f} GFLOP/shower)"
     )
+    if args.profile:
+        print(profile_step(spec, args.batch, args.device, forward))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return result
