@@ -26,6 +26,14 @@ def host_name() -> str:
     return MPI.Get_processor_name()
 
 
+def node_position(world: MPI.Comm) -> tuple[int, int]:
+    """This rank's index among the ranks of its node, and their number (collective)."""
+    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
+    position = node.rank, node.size
+    node.Free()
+    return position
+
+
 @dataclass(frozen=True)
 class Layout:
     """The communicators of one rank.

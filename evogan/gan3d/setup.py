@@ -17,7 +17,7 @@ from mpi4py import MPI
 from evogan import __version__
 from evogan.config.data import DataConfig
 from evogan.config.parallel import ParallelConfig
-from evogan.distributed.comm import Layout
+from evogan.distributed.comm import Layout, node_position
 from evogan.distributed.torch_group import backend_available
 from evogan.errors import EvoganError
 from evogan.gan3d.precision import ForwardOptions, compile_problem
@@ -38,14 +38,6 @@ def rank_device(settings: ParallelConfig, world: MPI.Comm) -> str:
     local, _ = node_position(world)
     torch.backends.cudnn.benchmark = True  # shapes are fixed for a whole training: autotune once
     return f"cuda:{local % torch.cuda.device_count()}"
-
-
-def node_position(world: MPI.Comm) -> tuple[int, int]:
-    """This rank's index among the ranks of its node, and their number (collective)."""
-    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
-    position = node.rank, node.size
-    node.Free()
-    return position
 
 
 def ranks_per_gpu(world: MPI.Comm) -> int:

@@ -17,7 +17,7 @@ import torch
 
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
-from evogan.distributed.comm import check_layout, world_comm
+from evogan.distributed.comm import check_layout, node_position, world_comm
 from evogan.distributed.signals import catch_stop_signals
 from evogan.distributed.tags import Tag
 from evogan.engine import numpy_generator
@@ -72,7 +72,7 @@ class IslandRun:
             mutation=cfg.ga.mutation,
             replace_sigma=cfg.ga.replace_sigma,
             eval_block=cfg.ga.eval_block,
-            device=cfg.ga.device,
+            device=rank_gpu(world) if cfg.ga.device == "cuda" else "cpu",
         )
         session = IslandSession(world, cfg.islands.ranks_per_island, agreement=cfg.migration.mode)
         try:
@@ -290,3 +290,11 @@ class _Discard:
 
     def flush(self) -> None:
         return None
+
+
+def rank_gpu(world: Any) -> str:
+    """The GPU of this rank among those of its node (collective), or ``cuda`` where torch sees
+    none, which the problem then refuses in one line."""
+    local, _ = node_position(world)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return f"cuda:{local % count}" if count else "cuda"
