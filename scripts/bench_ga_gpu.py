@@ -17,6 +17,7 @@ prediction).
 
     python scripts/bench_ga_gpu.py                              # children 64 256 1024 4096
     python scripts/bench_ga_gpu.py --children 8 64 --rounds 5 --json out.json
+    python scripts/bench_ga_gpu.py --children 1024 4096 --tiles  # the kernel's tile choice
 """
 
 from __future__ import annotations
@@ -95,12 +96,58 @@ def accuracy(layout: RegressorLayout, genomes: torch.Tensor, x: torch.Tensor) ->
     return errors
 
 
+TILES = [  # (rows, positions, events, warps) compared by --tiles
+    (64, 64, 16, 4),
+    (128, 64, 16, 4),
+    (128, 64, 16, 8),
+    (64, 128, 16, 4),
+    (128, 32, 32, 4),
+    (256, 64, 8, 8),
+    (128, 128, 16, 8),
+    (64, 64, 32, 4),
+]
+
+
+def compare_tiles(
+    layout: RegressorLayout, genomes: dict, batches: list, flops: float, rounds: int
+) -> list[str]:
+    """Fraction of the float32 matmul rate of each kernel tile and precision, interleaved."""
+    shipped, lines = gpu_eval.TILE, []
+    try:
+        for n, candidates in genomes.items():
+            views, fractions = unflatten(layout, candidates), {}
+            for round_ in range(rounds):
+                dense = matmul_tflops()
+                x = batches[round_ % len(batches)]
+                for tile in TILES:
+                    gpu_eval.TILE = tile
+                    for precision in gpu_eval.PRECISIONS:
+                        ms = _milliseconds(
+                            lambda p=precision, x=x, v=views: gpu_filter_sums(layout, v, x, p),
+                            10,
+                        )
+                        fraction = (n + 1) * flops / ms / 1e9 / dense
+                        fractions.setdefault((tile, precision), []).append(fraction)
+            for (tile, precision), values in fractions.items():
+                mark = " (shipped)" if tile == shipped else ""
+                lines.append(
+                    f"{n:8d} tile {tile} {precision:5}: "
+                    f"{' '.join(f'{v:.3f}' for v in values)}{mark}"
+                )
+    finally:
+        gpu_eval.TILE = shipped
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--children", type=int, nargs="+", default=[64, 256, 1024, 4096])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per round")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--tiles", action="store_true", help="compare the kernel's tiles instead (rounds: 2)"
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_ga_gpu: torch sees no CUDA GPU here; run it on a GPU machine", file=sys.stderr)
@@ -120,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     genomes = {n: _candidates(layout, n + 1, seed=n) for n in args.children}
+    if args.tiles:
+        print("\n".join(compare_tiles(layout, genomes, batches, flops_per_candidate, 2)))
+        return 0
     path = {n: evaluation_path(layout, g, batches[0]) for n, g in genomes.items()}
     errors = {n: accuracy(layout, g[:65], batches[0]) for n, g in genomes.items()}
     dense, rates = [], {(n, p): [] for n in args.children for p in (*gpu_eval.PRECISIONS, GA)}
