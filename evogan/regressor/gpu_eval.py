@@ -93,10 +93,10 @@ def _kernel():
                 0.0,
             )
             for j in range(EVENTS):
-                event = first_event + j
+                event = tl.minimum(first_event + j, events - 1)  # slots past the end: not stored
                 patch = tl.load(
                     patches_ptr + (event * DEPTH + tap[:, None]) * positions + position[None, :],
-                    position_ok[None, :] & (event < events),
+                    position_ok[None, :],
                     0.0,
                 )
                 hidden = tl.dot(weight, patch, input_precision=PRECISION)
