@@ -277,10 +277,7 @@ def gpu_filter_sums(
         windows.permute(0, 1, 4, 5, 2, 3)
     )
     patches[:, taps] = 1
-    weight = x.new_zeros(rows, gpu_eval.DEPTH)
-    weight[:, :taps] = weight_view.reshape(rows, taps)
-    if "conv.bias" in views:
-        weight[:, taps] = views["conv.bias"].reshape(rows)
+    weight = _kernel_matrix(views, gpu_eval.DEPTH)
     pooled_h, pooled_w = layout.pooled_shape
     linear = views["linear.weight"].reshape(count, layout.filters, pooled_h, pooled_w)
     tail = _folded_tail(layout, linear).reshape(rows, conv_h * conv_w)
@@ -331,10 +328,7 @@ def _torch_predict(
     conv_h, conv_w = layout.conv_shape
     positions, depth = conv_h * conv_w, channels * kernel * kernel
     bias = int("conv.bias" in views)
-    weight = weight_view.new_empty(rows, depth + bias)
-    weight[:, :depth] = weight_view.reshape(rows, depth)
-    if bias:
-        weight[:, depth] = views["conv.bias"].reshape(rows)
+    weight = _kernel_matrix(views, depth + bias)
     pooled_h, pooled_w = layout.pooled_shape
     linear = views["linear.weight"].reshape(count, layout.filters, pooled_h, pooled_w)
     if layout.pooling == "avg":
@@ -360,6 +354,18 @@ def _torch_predict(
             hidden = hidden.view(rows, size, -1)
         torch.sum(hidden.mul_(tail), dim=2, out=per_filter[:, start : start + size])
     return per_filter
+
+
+def _kernel_matrix(views: dict[str, Tensor], columns: int) -> Tensor:
+    """Every candidate's kernels as rows (P*filters, columns): the taps, then the bias (if
+    any) as the column that meets a row of ones in the patches, then zeros."""
+    weight_view = views["conv.weight"]
+    rows, taps = weight_view.shape[0] * weight_view.shape[1], math.prod(weight_view.shape[2:])
+    weight = weight_view.new_zeros(rows, columns)
+    weight[:, :taps] = weight_view.reshape(rows, taps)
+    if "conv.bias" in views:
+        weight[:, taps] = views["conv.bias"].reshape(rows)
+    return weight
 
 
 def _folded_tail(layout: RegressorLayout, linear: Tensor) -> Tensor:
