@@ -113,6 +113,20 @@ def _batch(spec: GanSpec, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     return ecal, energy, theta
 
 
+def _warm_step(
+    spec: GanSpec, batch: int, device: torch.device, forward: ForwardOptions | None, warmup: int
+) -> tuple[GanStep, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A training step with its batch on ``device``, after ``warmup`` untimed steps."""
+    generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
+    rng = torch.Generator(device).manual_seed(1)  # on the device, as in the trainer
+    step = GanStep(spec, generator, discriminator, rng, device=device, forward=forward)
+    ecal, energy, theta = (t.to(device) for t in _batch(spec, batch))
+    for _ in range(warmup):
+        step.train_step(ecal, energy, theta)
+    _synchronize(device)
+    return step, ecal, energy, theta
+
+
 def train_rate(
     spec: GanSpec,
     batch: int,
@@ -124,13 +138,7 @@ def train_rate(
     """Training samples/s of ``GanStep.train_step`` (best step after ``warmup`` steps), with
     the batch already on ``device``."""
     device = torch.device(device)
-    generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
-    rng = torch.Generator(device).manual_seed(1)  # on the device, as in the trainer
-    step = GanStep(spec, generator, discriminator, rng, device=device, forward=forward)
-    ecal, energy, theta = (t.to(device) for t in _batch(spec, batch))
-    for _ in range(warmup):
-        step.train_step(ecal, energy, theta)
-    _synchronize(device)
+    step, ecal, energy, theta = _warm_step(spec, batch, device, forward, warmup)
     best = float("inf")
     for _ in range(steps):
         start = time.perf_counter()
@@ -186,12 +194,8 @@ def profile_step(
     from torch.profiler import ProfilerActivity, profile
 
     device = torch.device(device)
-    generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
-    rng = torch.Generator(device).manual_seed(1)
-    step = GanStep(spec, generator, discriminator, rng, device=device, forward=forward)
-    ecal, energy, theta = (t.to(device) for t in _batch(spec, batch))
-    for _ in range(_warmup(device.type == "cuda", forward)):
-        step.train_step(ecal, energy, theta)
+    warmup = _warmup(device.type == "cuda", forward)
+    step, ecal, energy, theta = _warm_step(spec, batch, device, forward, warmup)
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
