@@ -18,12 +18,12 @@ STEPS = 10
 
 @pytest.fixture(scope="module")
 def four_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One 4-rank launch running every strategy on a small MLP: sync, then ARAR and RMA-ARAR
-    with inner rings {0, 1} and {2, 3} and the outer ring {0, 2}; rank 1 is ten times slower
-    than the others."""
+    """One 4-rank launch running every strategy on a small MLP: sync, then ARAR, RMA-ARAR and
+    ARAR with torch-tensor ring buffers, with inner rings {0, 1} and {2, 3} and the outer ring
+    {0, 2}; rank 1 is ten times slower than the others."""
     out = tmp_path_factory.mktemp("exchange") / "report.json"
     options = {
-        "modes": "sync,arar,rma",
+        "modes": "sync,arar,rma,arar-device",
         "group-size": 2,
         "steps": STEPS,
         "steps-per-epoch": 5,
@@ -62,7 +62,7 @@ def test_sync_gan_step_two_ranks_equal_one_rank(tmp_path: Path) -> None:
     assert report["max_abs_diff"] < 1e-5  # ... identically on 2 x b and 1 x 2b
 
 
-@pytest.mark.parametrize("mode", ["arar", "rma"])
+@pytest.mark.parametrize("mode", ["arar", "rma", "arar-device"])
 def test_grouped_rings_never_wait_for_a_slow_rank(four_ranks: dict, mode: str) -> None:
     steps = STEPS
     report = four_ranks[mode]
@@ -92,3 +92,18 @@ def test_grouped_rings_never_wait_for_a_slow_rank(four_ranks: dict, mode: str) -
         assert stats[member]["outer_sent"] == stats[member]["outer_received"] == 0
     # Asynchronous replicas with their own data do not end bit-identical.
     assert not np.array_equal(ranks[0]["weights"], ranks[2]["weights"])
+
+
+def test_ring_exchanges_average_exactly_with_host_and_with_device_buffers(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "rings.json"
+    done = mpirun(2, ["tests/mpi_scripts/ring_buffers_check.py", "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = json.loads(out.read_text())
+    for kind in ("host", "device"):
+        stats = [r[kind]["stats"] for r in ranks]
+        assert [r[kind]["wrong_steps"] for r in ranks] == [[], []], kind
+        assert all(s["skipped"] == 0 and s["sent"] == 6 for s in stats), (kind, stats)
+        assert all(s["received"] + s["late"] == 6 for s in stats), (kind, stats)
+        assert all(s["received"] >= 4 for s in stats), (kind, stats)  # averages were taken

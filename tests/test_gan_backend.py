@@ -24,7 +24,7 @@ from evogan.config.parallel import ParallelConfig
 from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.torch_group import TorchGroup
 from evogan.errors import ConfigError, EvoganError
-from evogan.gan3d.setup import rank_backend
+from evogan.gan3d.setup import choose_ring_buffers, rank_backend
 from evogan.store import load_weights, read_metrics
 
 from .conftest import evogan, mpirun
@@ -157,6 +157,16 @@ def test_backend_choice_resolves_per_mode_and_device() -> None:
             "MPI); use trainer.backend: mpi or auto",
         ),
         (["trainer.backend=ucc"], "trainer.backend = 'ucc' is not allowed"),
+        (
+            ["trainer.ring_buffers=device"],
+            "trainer.ring_buffers = 'device' applies to trainer.mode = 'arar' only (sync mode's "
+            "buffers follow trainer.backend); remove trainer.ring_buffers",
+        ),
+        (
+            ["trainer.mode=arar", "trainer.rma=true", "trainer.ring_buffers=device"],
+            "trainer.ring_buffers = 'device' cannot go with trainer.rma = true (RMA windows are "
+            "host memory); use trainer.ring_buffers: auto or host, or trainer.rma: false",
+        ),
     ],
 )
 def test_bad_backend_choices_are_refused_in_one_line(overrides: list[str], message: str) -> None:
@@ -183,3 +193,23 @@ def test_the_mpi_library_answers_whether_it_is_cuda_aware() -> None:
     if "Open MPI" in MPI.Get_library_version():
         assert mpi_cuda_aware() in (True, False)  # Open MPI has MPIX_Query_cuda_support
     assert mpi_cuda_aware() in (True, False, None)
+
+
+def test_ring_buffers_go_on_the_gpu_only_where_every_rank_s_mpi_can_move_them() -> None:
+    def choice(aware: list[bool | None], gpu: bool = True, **keys: object) -> tuple[bool, str]:
+        return choose_ring_buffers(ParallelConfig(mode="arar", **keys), gpu, aware)
+
+    assert choice([True, True]) == (True, "this MPI is CUDA-aware")
+    assert choice([True, False]) == (False, "this MPI is not CUDA-aware")
+    assert choice([None, None])[0] is False  # auto does not guess
+    assert choice([None], ring_buffers="device")[0] is True  # the user knows their MPI
+    assert choice([True], ring_buffers="host") == (False, "trainer.ring_buffers: host")
+    assert choice([True], rma=True)[0] is False  # RMA windows are host memory
+    assert choice([], gpu=False)[0] is False  # CPU runs keep numpy buffers unless asked
+    assert choice([], gpu=False, ring_buffers="device")[0] is True
+    with pytest.raises(EvoganError) as error:
+        choice([True, False], ring_buffers="device")
+    assert str(error.value) == (
+        "trainer.ring_buffers = 'device' but the MPI on rank 1 says it is not CUDA-aware; use "
+        "trainer.ring_buffers: auto or host, or an MPI built with CUDA support"
+    )

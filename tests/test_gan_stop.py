@@ -101,14 +101,17 @@ def test_resume_of_another_version_or_without_checkpoint_is_refused(
 
 def test_arar_stop_checkpoints_every_rank_where_it_stopped_and_resumes(tmp_path: Path) -> None:
     """arar ranks never wait for each other mid-epoch, so each stops at its own step; the
-    resumed run continues every rank from its own position to the end."""
+    resumed run continues every rank from its own position to the end. The rings keep their
+    buffers as torch tensors (``ring_buffers: device``, on the CPU here)."""
     run = tmp_path / "arar"
-    arar = [*SIZE, "--set", "trainer.mode=arar", "--slow-rank", "0", "--slow-seconds", "0.2"]
+    arar = [*SIZE, "--set", "trainer.mode=arar", "--set", "trainer.ring_buffers=device"]
+    arar += ["--slow-rank", "0", "--slow-seconds", "0.2"]
     args = [SCRIPT, CONFIG, "--run-dir", str(run), *arar]
     done = mpirun(2, [*args, "--signal-rank", "1", "--signal-step", "2"])
     assert done.returncode == 75, done.stderr[-3000:]
     marker = json.loads((run / "checkpoint.json").read_text())
     assert len(marker["files"]) == 2 and marker["epoch"] == 0  # one discriminator per rank
+    assert json.loads((run / "manifest.json").read_text())["ring_buffers"] == "device"
     positions = [load_weights(run / name)[1]["ranks"] for name in marker["files"]]
     assert [list(p) for p in positions] == [["0"], ["1"]]
     # The signalled rank's flag rides the next agreement round: it stops one or two steps on.

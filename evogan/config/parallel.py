@@ -17,7 +17,11 @@ class ParallelConfig(StrictModel):
     with all-reduce each step. ``arar`` (SAGIPS): every rank keeps its own discriminator and
     sends its generator gradients around a ring without waiting; ``group_size`` ranks form an
     inner ring used every step, their leaders an outer ring fed every ``outer_every`` epochs;
-    ``rma`` moves the inner ring into MPI one-sided windows.
+    ``rma`` moves the inner ring into MPI one-sided windows. ``ring_buffers`` says where the
+    rings' payloads live: ``host`` (numpy arrays; a GPU run copies gradients through host
+    memory), ``device`` (torch tensors on the training device handed to MPI directly, which on
+    a GPU needs a CUDA-aware MPI), ``auto`` (``device`` on GPUs when the MPI says it is
+    CUDA-aware and ``rma`` is off, else ``host``).
 
     ``backend`` carries the sync all-reduce: ``mpi`` (host buffers, any MPI), ``gloo`` or
     ``nccl`` (torch.distributed, set up from the MPI communicator, all-reduce overlapped with
@@ -48,6 +52,7 @@ class ParallelConfig(StrictModel):
     shuffle: bool = True
     bucket_mb: float = Field(default=4.0, gt=0)
     ring_depth: PositiveInt = 2
+    ring_buffers: Literal["auto", "host", "device"] = "auto"
     device: Literal["cpu", "cuda"] = "cpu"
     backend: Literal["auto", "mpi", "gloo", "nccl"] = "auto"
     precision: Literal["float32", "bf16"] = "float32"
@@ -71,6 +76,16 @@ class ParallelConfig(StrictModel):
             raise ConfigError(
                 f"trainer.group_size applies to trainer.mode = 'arar' only, got "
                 f"trainer.group_size = {self.group_size!r} with trainer.mode = 'sync'"
+            )
+        if self.ring_buffers != "auto" and self.mode != "arar":
+            raise ConfigError(
+                f"trainer.ring_buffers = {self.ring_buffers!r} applies to trainer.mode = 'arar' "
+                "only (sync mode's buffers follow trainer.backend); remove trainer.ring_buffers"
+            )
+        if self.ring_buffers == "device" and self.rma:
+            raise ConfigError(
+                "trainer.ring_buffers = 'device' cannot go with trainer.rma = true (RMA windows "
+                "are host memory); use trainer.ring_buffers: auto or host, or trainer.rma: false"
             )
         if self.backend in ("gloo", "nccl") and self.mode != "sync":
             raise ConfigError(

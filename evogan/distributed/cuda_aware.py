@@ -30,11 +30,3 @@ def mpi_cuda_aware() -> bool | None:
         query(ctypes.c_int(MPICH_GPU_CUDA), ctypes.byref(flag))
         return bool(flag.value)
     return None
-
-
-def describe_cuda_awareness() -> str:
-    """One phrase for messages: "is CUDA-aware", "is not CUDA-aware" or unknown."""
-    aware = mpi_cuda_aware()
-    if aware is None:
-        return "does not say whether it is CUDA-aware"
-    return "is CUDA-aware" if aware else "is not CUDA-aware"

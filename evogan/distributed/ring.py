@@ -13,12 +13,16 @@ Two transports with one interface (``send``, ``collect``, ``close``):
   target next entered MPI (3 s stalls measured with Open MPI 5).
 
 Both are collective to create and to close, and each works on its own duplicate of the
-communicator so its tags cannot match anyone else's messages.
+communicator so its tags cannot match anyone else's messages. An :class:`AsyncRing`'s buffers
+come from a :class:`PayloadMemory`: host numpy arrays by default, or device arrays (torch CUDA
+tensors) that a CUDA-aware MPI reads and writes without a copy through host memory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -37,19 +41,44 @@ class RingCounts:
     late: int = 0
 
 
+def _nothing_queued() -> None:
+    """Host memory: every write to it is done when the writing call returns."""
+
+
+@dataclass(frozen=True)
+class PayloadMemory:
+    """Where a ring's payload buffers live.
+
+    ``allocate(n)`` returns a contiguous float32 array of ``n`` values that mpi4py can pass to
+    MPI (numpy, or a tensor through DLPack or the CUDA array interface), supporting ``a[...] =
+    b`` and ``a += b``. ``synchronize()`` waits until queued device work on the buffers is done:
+    MPI does not order itself with a GPU's streams, so a copy into a send buffer must finish
+    before ``Isend`` and an add from a receive buffer before it is posted again.
+    """
+
+    allocate: Callable[[int], Any]
+    synchronize: Callable[[], None] = _nothing_queued
+
+
+HOST_MEMORY = PayloadMemory(lambda size: np.empty(size, np.float32))
+
+
 class AsyncRing:
     """Non-blocking point-to-point ring over ``comm`` for payloads of ``size`` float32 values."""
 
-    def __init__(self, comm: MPI.Comm, size: int, depth: int = 2) -> None:
+    def __init__(
+        self, comm: MPI.Comm, size: int, depth: int = 2, memory: PayloadMemory = HOST_MEMORY
+    ) -> None:
         self.comm = comm.Dup()
         self.size = int(size)
         self.right = (self.comm.rank + 1) % self.comm.size
         self.left = (self.comm.rank - 1) % self.comm.size
         self.counts = RingCounts()
         self.active = self.comm.size > 1
-        self._send_buffers = [np.empty(self.size, np.float32) for _ in range(depth)]
+        self.memory = memory
+        self._send_buffers = [memory.allocate(self.size) for _ in range(depth)]
         self._send_requests = [MPI.REQUEST_NULL] * depth
-        self._recv_buffers = [np.empty(self.size, np.float32) for _ in range(depth)]
+        self._recv_buffers = [memory.allocate(self.size) for _ in range(depth)]
         self._recv_requests = [MPI.REQUEST_NULL] * depth
         if self.active:
             for slot in range(depth):
@@ -60,13 +89,14 @@ class AsyncRing:
             self._recv_buffers[slot], source=self.left, tag=Tag.RING_PAYLOAD
         )
 
-    def send(self, payload: np.ndarray) -> bool:
+    def send(self, payload: Any) -> bool:
         """Start sending ``payload`` (copied); False when every send buffer is still in flight."""
         if not self.active:
             return False
         for slot, request in enumerate(self._send_requests):
             if request == MPI.REQUEST_NULL or request.Test():
                 self._send_buffers[slot][...] = payload
+                self.memory.synchronize()
                 self._send_requests[slot] = self.comm.Isend(
                     self._send_buffers[slot], dest=self.right, tag=Tag.RING_PAYLOAD
                 )
@@ -75,13 +105,17 @@ class AsyncRing:
         self.counts.skipped += 1
         return False
 
-    def collect(self, total: np.ndarray) -> int:
-        """Add every payload that has arrived into ``total``; returns how many were added."""
+    def collect(self, total: Any) -> int:
+        """Add every payload that has arrived into ``total`` (an array of this ring's memory);
+        returns how many were added."""
         if not self.active:
             return 0
         done = MPI.Request.Testsome(self._recv_requests) or []
         for slot in done:
             total += self._recv_buffers[slot]
+        if done:
+            self.memory.synchronize()
+        for slot in done:
             self._post_receive(slot)
         self.counts.received += len(done)
         return len(done)

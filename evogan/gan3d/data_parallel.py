@@ -30,7 +30,13 @@ import torch
 from mpi4py import MPI
 
 from evogan.distributed.comm import Layout
-from evogan.distributed.ring import AsyncRing, RingCounts, RmaRing
+from evogan.distributed.ring import (
+    HOST_MEMORY,
+    AsyncRing,
+    PayloadMemory,
+    RingCounts,
+    RmaRing,
+)
 
 DEFAULT_BUCKET_BYTES = 4 << 20
 
@@ -56,9 +62,10 @@ def average_tensors(comm: MPI.Comm, tensors: Iterable[torch.Tensor]) -> None:
 
 class FlatBuffer:
     """One contiguous float32 buffer laid over ``tensors`` back to back: their gradients (or
-    values) are copied in, communicated as one message per bucket, and copied back."""
+    values) are copied in, communicated as one message per bucket, and copied back. The buffer
+    is a host numpy array, or with ``device`` a torch tensor there (for device-buffer rings)."""
 
-    def __init__(self, tensors: list[torch.Tensor]) -> None:
+    def __init__(self, tensors: list[torch.Tensor], device: str | None = None) -> None:
         if not tensors:
             raise ValueError("a gradient exchange needs at least one tensor")
         self.tensors = tensors
@@ -68,14 +75,18 @@ class FlatBuffer:
             self.spans.append((offset, offset + tensor.numel()))
             offset += tensor.numel()
         self.numel = offset
-        self.buffer = np.zeros(self.numel, np.float32)
-        self._flat = torch.from_numpy(self.buffer)
+        self.buffer: Any
+        if device is None:
+            self.buffer = np.zeros(self.numel, np.float32)
+            self._flat = torch.from_numpy(self.buffer)
+        else:
+            self.buffer = self._flat = torch.zeros(self.numel, device=device)
 
     def _pairs(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for tensor, (lo, hi) in zip(self.tensors, self.spans, strict=True):
             yield tensor, self._flat[lo:hi]
 
-    def gather_grads(self) -> np.ndarray:
+    def gather_grads(self) -> Any:
         """Copy every gradient into the buffer (a missing gradient counts as zero)."""
         for tensor, part in self._pairs():
             if tensor.grad is None:
@@ -84,9 +95,9 @@ class FlatBuffer:
                 part.copy_(tensor.grad.reshape(-1))
         return self.buffer
 
-    def scatter_grads(self, values: np.ndarray, scale: float = 1.0) -> None:
-        """Write ``values * scale`` into the gradients."""
-        source = torch.from_numpy(values)
+    def scatter_grads(self, values: Any, scale: float = 1.0) -> None:
+        """Write ``values * scale`` (a numpy array or a tensor) into the gradients."""
+        source = torch.as_tensor(values)
         for tensor, (lo, hi) in zip(self.tensors, self.spans, strict=True):
             grad = source[lo:hi].view_as(tensor)
             if tensor.grad is None:
@@ -184,20 +195,46 @@ class SyncAllreduce(GradientExchange):
         self.flat.scatter_grads(self.flat.buffer, 1.0 / self.comm.size)
 
 
+def device_memory(device: str) -> PayloadMemory:
+    """Ring payload buffers as torch tensors on ``device``, handed to MPI without a host copy
+    (on a GPU this needs a CUDA-aware MPI; on the CPU they are host memory seen through
+    DLPack)."""
+    where = torch.device(device)
+
+    def allocate(size: int) -> torch.Tensor:
+        return torch.zeros(size, device=where)
+
+    if where.type == "cuda":
+        return PayloadMemory(allocate, lambda: torch.cuda.current_stream(where).synchronize())
+    return PayloadMemory(allocate)
+
+
 class RingExchange(GradientExchange):
-    """SAGIPS ARAR (optionally RMA-ARAR for the inner ring) over a :class:`Layout`'s rings."""
+    """SAGIPS ARAR (optionally RMA-ARAR for the inner ring) over a :class:`Layout`'s rings.
+
+    ``device``: the rings' buffers are torch tensors there (:func:`device_memory`) instead of
+    host numpy arrays; RMA windows are host memory, so not with ``rma``.
+    """
 
     def __init__(
-        self, layout: Layout, params: Iterable[torch.Tensor], rma: bool = False, depth: int = 2
+        self,
+        layout: Layout,
+        params: Iterable[torch.Tensor],
+        rma: bool = False,
+        depth: int = 2,
+        device: str | None = None,
     ) -> None:
         super().__init__()
-        self.flat = FlatBuffer(list(params))
+        if rma and device is not None:
+            raise ValueError("RMA windows are host memory: a device-buffer ring needs rma=False")
+        self.flat = FlatBuffer(list(params), device)
         size = self.flat.numel
+        memory = HOST_MEMORY if device is None else device_memory(device)
         self.inner: AsyncRing | RmaRing = (
-            RmaRing(layout.group, size) if rma else AsyncRing(layout.group, size, depth)
+            RmaRing(layout.group, size) if rma else AsyncRing(layout.group, size, depth, memory)
         )
-        self.outer = AsyncRing(layout.leaders, size, depth) if layout.is_leader else None
-        self._total = np.zeros(size, np.float32)
+        self.outer = AsyncRing(layout.leaders, size, depth, memory) if layout.is_leader else None
+        self._total = memory.allocate(size)
 
     def _exchange(self, outer: bool) -> None:
         own = self.flat.gather_grads()

@@ -169,9 +169,12 @@ class Mode(ABC):
         *,
         backend: str = "mpi",
         forward: ForwardOptions | None = None,
+        ring_device: str | None = None,
     ) -> ParallelGanStep:
         """Networks, optimisers, random streams and exchanges of this rank (collective);
-        ``backend`` carries sync mode's all-reduce (see :func:`evogan.gan3d.setup.rank_backend`)."""
+        ``backend`` carries sync mode's all-reduce (see :func:`evogan.gan3d.setup.rank_backend`),
+        ``ring_device`` holds arar's ring buffers (None: host memory;
+        :func:`evogan.gan3d.setup.ring_device`)."""
 
     @abstractmethod
     def members(self, ranks: int) -> int:
@@ -199,6 +202,7 @@ class SyncMode(Mode):
         *,
         backend: str = "mpi",
         forward: ForwardOptions | None = None,
+        ring_device: str | None = None,
     ) -> ParallelGanStep:
         world = layout.world
         # identical replicas (the broadcasts below also guard against drift)
@@ -247,6 +251,7 @@ class ArarMode(Mode):
         *,
         backend: str = "mpi",
         forward: ForwardOptions | None = None,
+        ring_device: str | None = None,
     ) -> ParallelGanStep:
         rank = layout.world.rank
         # one shared generator start, a discriminator of its own on every rank
@@ -259,7 +264,11 @@ class ArarMode(Mode):
         broadcast_parameters(layout.world, generator.parameters())
         settings = self.settings
         ring = RingExchange(
-            layout, generator.parameters(), rma=settings.rma, depth=settings.ring_depth
+            layout,
+            generator.parameters(),
+            rma=settings.rma,
+            depth=settings.ring_depth,
+            device=ring_device,
         )
         return ParallelGanStep(step, ring, None)
 
@@ -287,6 +296,9 @@ def build_parallel_step(
     *,
     backend: str = "mpi",
     forward: ForwardOptions | None = None,
+    ring_device: str | None = None,
 ) -> ParallelGanStep:
     """This rank's parallel step for ``settings.mode`` (collective)."""
-    return mode_for(settings).build(spec, layout, seed, device, backend=backend, forward=forward)
+    return mode_for(settings).build(
+        spec, layout, seed, device, backend=backend, forward=forward, ring_device=ring_device
+    )

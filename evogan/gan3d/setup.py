@@ -18,6 +18,7 @@ from evogan import __version__
 from evogan.config.data import DataConfig
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout, node_position
+from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.torch_group import backend_available
 from evogan.errors import EvoganError
 from evogan.gan3d.precision import ForwardOptions, compile_problem
@@ -97,17 +98,50 @@ def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> F
     return ForwardOptions(settings.precision, settings.channels_last, compiled)
 
 
-def announce_ring_transport(settings: ParallelConfig, device: str, world: MPI.Comm) -> None:
-    """arar on GPUs: say (rank 0) that ring gradients go through host memory, and whether the
-    MPI could move device buffers instead."""
-    if settings.mode == "arar" and device.startswith("cuda") and world.rank == 0:
-        from evogan.distributed.cuda_aware import describe_cuda_awareness
+def ring_device(settings: ParallelConfig, device: str, world: MPI.Comm) -> str | None:
+    """Where arar's ring buffers live: ``device`` (torch tensors handed to MPI) or None (host
+    numpy arrays), as ``trainer.ring_buffers`` asks. Collective; on GPUs rank 0 says which and
+    why on the run's first lines."""
+    if settings.mode != "arar":
+        return None
+    gpu = device.startswith("cuda")
+    aware = world.allgather(mpi_cuda_aware()) if gpu else []
+    on_device, reason = choose_ring_buffers(settings, gpu, aware)
+    if gpu and world.rank == 0:
+        how = "move as device buffers" if on_device else "are copied through host memory"
+        print(f"trainer.mode = 'arar' on GPUs: ring gradients {how} ({reason})", flush=True)
+    return device if on_device else None
 
-        print(
-            f"trainer.mode = 'arar' on GPUs: ring gradients are copied through host memory "
-            f"(device-buffer rings are not implemented; this MPI {describe_cuda_awareness()})",
-            flush=True,
+
+def choose_ring_buffers(
+    settings: ParallelConfig, gpu: bool, aware: list[bool | None]
+) -> tuple[bool, str]:
+    """Whether the ring buffers go on the training device, and why in words; ``aware`` holds
+    every rank's :func:`mpi_cuda_aware`. Device buffers with an MPI that says it is not
+    CUDA-aware would crash inside MPI, so asking for them there is refused."""
+    choice = settings.ring_buffers
+    if not gpu:
+        return choice == "device", "the CPU's memory is host memory"
+    if choice == "host":
+        return False, "trainer.ring_buffers: host"
+    if settings.rma:
+        return False, "trainer.rma: RMA windows are host memory"
+    if False in aware:
+        if choice == "device":
+            raise EvoganError(
+                f"trainer.ring_buffers = 'device' but the MPI on rank {aware.index(False)} says "
+                "it is not CUDA-aware; use trainer.ring_buffers: auto or host, or an MPI built "
+                "with CUDA support"
+            )
+        return False, "this MPI is not CUDA-aware"
+    if None in aware:
+        if choice == "device":
+            return True, "trainer.ring_buffers: device; this MPI does not say it is CUDA-aware"
+        return False, (
+            "this MPI does not say whether it is CUDA-aware; set trainer.ring_buffers: device "
+            "if it is"
         )
+    return True, "this MPI is CUDA-aware"
 
 
 def share_cores(world: MPI.Comm) -> None:
@@ -159,10 +193,15 @@ def manifest(
     layouts: list[dict[str, Any]],
     backend: str = "mpi",
     forward: ForwardOptions | None = None,
+    ring_device: str | None = None,
 ) -> dict[str, Any]:
-    """The run's ``manifest.json``: versions, seed, mode, the resolved all-reduce backend and
-    forward options, and where every rank ran."""
+    """The run's ``manifest.json``: versions, seed, mode, the resolved all-reduce backend, ring
+    buffers (``host`` or ``device``; None in sync mode) and forward options, and where every
+    rank ran."""
     forward = forward or ForwardOptions()
+    buffers = None
+    if settings.mode == "arar":
+        buffers = "host" if ring_device is None else "device"
     return {
         "task": "gan3d",
         "evogan": __version__,
@@ -174,6 +213,7 @@ def manifest(
         "mode": settings.mode,
         "rma": settings.rma,
         "backend": backend,
+        "ring_buffers": buffers,
         "precision": forward.precision,
         "channels_last": forward.channels_last,
         "compile": forward.compile,

@@ -40,7 +40,6 @@ from evogan.gan3d.model_file import save_generator
 from evogan.gan3d.parallel import ENSEMBLE, Mode, ParallelGanStep, mode_for
 from evogan.gan3d.resume import open_run, resume_command
 from evogan.gan3d.setup import (
-    announce_ring_transport,
     batch_shape,
     forward_options,
     load_data,
@@ -48,6 +47,7 @@ from evogan.gan3d.setup import (
     rank_backend,
     rank_device,
     ranks_per_gpu,
+    ring_device,
     share_cores,
 )
 from evogan.gan3d.validation import TrainingValidation
@@ -87,16 +87,21 @@ class GanTrainer:
         sharing = ranks_per_gpu(world) if device.startswith("cuda") else 1
         self.backend = rank_backend(settings, device, world.size, sharing)
         self.forward = forward_options(settings, device, world)
-        announce_ring_transport(settings, device, world)
+        self.ring_device = ring_device(settings, device, world)
         shard, held_out = load_data(config.data, settings, world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
         self.run, marker = open_run(config, world, run_dir, resume, until)
         self.layout: Layout = split_layout(world, None, self.mode.group_size)
         if device == "cpu":
             share_cores(world)
-        spec, seed = config.spec, config.seed
         self.parallel: ParallelGanStep = self.mode.build(
-            spec, self.layout, seed, device, backend=self.backend, forward=self.forward
+            config.spec,
+            self.layout,
+            config.seed,
+            device,
+            backend=self.backend,
+            forward=self.forward,
+            ring_device=self.ring_device,
         )
         if settings.generator_average:
             self.parallel.average = WeightAverage(
@@ -179,7 +184,13 @@ class GanTrainer:
         elif world.rank == 0:
             settings = self.config.trainer
             record = manifest(
-                self.config.seed, settings, self.layout, layouts, self.backend, self.forward
+                self.config.seed,
+                settings,
+                self.layout,
+                layouts,
+                self.backend,
+                self.forward,
+                self.ring_device,
             )
             run.write_json(MANIFEST, record)
         if world.rank == 0:

@@ -22,7 +22,9 @@ from evogan.gan3d.data_parallel import RingExchange, SyncAllreduce, broadcast_pa
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--modes", required=True, help="comma-separated: sync, arar, rma")
+    parser.add_argument(
+        "--modes", required=True, help="comma-separated: sync, arar, rma, arar-device"
+    )
     parser.add_argument("--global-batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--steps-per-epoch", type=int, default=5)
@@ -44,7 +46,8 @@ def train(comm: MPI.Comm, mode: str, args: argparse.Namespace) -> dict:
     if mode == "sync":
         exchange = SyncAllreduce(comm, params, bucket_bytes=256)
     else:
-        exchange = RingExchange(layout, params, rma=mode == "rma")
+        device = "cpu" if mode == "arar-device" else None  # torch tensors handed to MPI
+        exchange = RingExchange(layout, params, rma=mode == "rma", device=device)
     optimizer = torch.optim.SGD(params, lr=0.05)
     data = np.random.default_rng(7)
     target = torch.from_numpy(data.normal(size=(8, 1)).astype(np.float32))
