@@ -7,9 +7,12 @@ showers (no file I/O), after warm-up steps:
     mpirun -n 2 python scripts/bench_gan_parallel.py --spec configs/gan3d.yaml --batch 8
     python scripts/bench_gan_parallel.py --modes sync                      # 1-rank baseline
 
-Modes: ``sync`` (all-reduce of both networks' gradients), ``arar`` (SAGIPS ring of generator
-gradients, discriminators local), ``rma`` (the ring through RMA windows). Communication time is
-the wall clock inside the exchanges, so in ``sync`` it includes waiting for the slowest rank;
+Modes: ``sync`` (blocking MPI all-reduce of both networks' gradients), ``sync-overlap`` (MPI
+``Iallreduce`` per bucket started during backward: ``trainer.overlap``), ``sync-gloo`` (a gloo
+group, overlapped the same way), ``arar`` (SAGIPS ring of generator gradients, discriminators
+local), ``rma`` (the ring through RMA windows). Communication time is the wall clock inside the
+exchanges, so in ``sync`` it includes waiting for the slowest rank (in the overlapped modes:
+only what the backward pass did not hide);
 ``compute_spread_ms`` is how much the ranks' compute per step (step minus exchanges) differs
 at the same step (standard deviation across ranks, pooled over steps): what makes them wait.
 """
@@ -33,7 +36,9 @@ from evogan.gan3d.spec import GanSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {
-    "sync": {"mode": "sync"},
+    "sync": {"mode": "sync", "backend": "mpi"},
+    "sync-overlap": {"mode": "sync", "backend": "mpi", "overlap": True},
+    "sync-gloo": {"mode": "sync", "backend": "gloo"},
     "arar": {"mode": "arar"},
     "rma": {"mode": "arar", "rma": True},
 }
@@ -54,7 +59,8 @@ def bench_mode(
     """Time ``steps`` training steps in one mode; the figures of all ranks (rank 0 only)."""
     trainer = ParallelConfig(**MODES[name])
     layout = split_layout(world)
-    parallel = build_parallel_step(spec, trainer, layout, seed=0)
+    backend = "mpi" if trainer.backend == "auto" else trainer.backend
+    parallel = build_parallel_step(spec, trainer, layout, seed=0, backend=backend)
     real, energy, theta = random_batch(spec, batch, np.random.default_rng(world.rank))
     for _ in range(warmup):
         parallel.train_step(real, energy, theta, outer=False)
@@ -73,7 +79,7 @@ def bench_mode(
     layout.free()
     g_values = sum(p.numel() for p in parallel.step.generator.parameters())
     d_values = sum(p.numel() for p in parallel.step.discriminator.parameters())
-    exchanged = g_values * spec.generator_steps + (d_values if name == "sync" else 0)
+    exchanged = g_values * spec.generator_steps + (d_values if trainer.mode == "sync" else 0)
     mine = {
         "comm_s": comm,
         "step_s": work,
@@ -122,7 +128,7 @@ def main() -> None:
         if result is not None:
             results.append(result)
             print(
-                f"{name:5s} {world.size} rank(s) x batch {args.batch}: "
+                f"{name:12s} {world.size} rank(s) x batch {args.batch}: "
                 f"{result['samples_per_s']:7.2f} samples/s, step {result['step_ms']:8.1f} ms, "
                 f"comm {result['comm_ms_per_step']:7.2f} ms/step = "
                 f"{100 * result['comm_share']:5.2f}% (max {100 * result['comm_share_max']:.2f}%)"

@@ -51,16 +51,35 @@ def _losses(run: Path) -> list[list[float]]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """2-rank tiny-spec trainings: MPI, gloo, and gloo stopped by SIGTERM on rank 1 after its
-    4th step (epoch 2, step 1)."""
+    """2-rank tiny-spec trainings: MPI, gloo, MPI overlapped with backward, and gloo stopped by
+    SIGTERM on rank 1 after its 4th step (epoch 2, step 1)."""
     root = tmp_path_factory.mktemp("gan-backend")
-    for name, extra in (("mpi", ["--set", "trainer.backend=mpi"]), ("gloo", GLOO)):
+    overlap = ["--set", "trainer.backend=mpi", "--set", "trainer.overlap=true"]
+    for name, extra in (
+        ("mpi", ["--set", "trainer.backend=mpi"]),
+        ("gloo", GLOO),
+        ("mpi-overlap", overlap),
+    ):
         done = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / name), *SIZE, *extra])
         assert done.returncode == 0, done.stderr[-3000:]
     signal = ["--signal-rank", "1", "--signal-step", "4"]
     stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "stopped"), *SIZE, *GLOO, *signal])
     assert stopped.returncode == 75, stopped.stderr[-3000:]
-    return {"mpi": root / "mpi", "gloo": root / "gloo", "stopped": root / "stopped"}
+    names = ("mpi", "gloo", "mpi-overlap", "stopped")
+    return {name: root / name for name in names}
+
+
+@pytest.mark.mpi
+def test_overlapped_mpi_at_two_ranks_gives_the_weights_of_the_blocking_path(
+    runs: dict[str, Path],
+) -> None:
+    _same_weights(runs["mpi-overlap"], runs["mpi"])
+    assert _losses(runs["mpi-overlap"]) == _losses(runs["mpi"])
+    summary = json.loads((runs["mpi-overlap"] / "summary.json").read_text())
+    calls = [
+        [r[net]["calls"] for net in ("generator", "discriminator")] for r in summary["exchange"]
+    ]
+    assert calls == [[12, 6], [12, 6]]
 
 
 @pytest.mark.mpi
@@ -99,18 +118,26 @@ def test_a_failing_rank_ends_a_gloo_job_promptly_with_its_rank_named(tmp_path: P
     assert "rank 1 of 2 on" in done.stderr and "injected failure at epoch 0 step 1" in done.stderr
 
 
-@pytest.mark.mpi
-def test_overlapped_gloo_allreduce_matches_mpi_at_four_ranks(tmp_path: Path) -> None:
-    out = tmp_path / "report.json"
+@pytest.fixture(scope="module")
+def backend_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One 4-rank launch of tests/mpi_scripts/backend_check.py."""
+    out = tmp_path_factory.mktemp("backends") / "report.json"
     done = mpirun(4, ["tests/mpi_scripts/backend_check.py", "--out", str(out)])
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(out.read_text())
-    mpi = [np.array(r["weights"]) for r in report["mpi"]]
-    gloo = [np.array(r["weights"]) for r in report["gloo"]]
-    assert all(np.array_equal(w, gloo[0]) for w in gloo)  # replicas stay identical
-    assert np.abs(gloo[0] - mpi[0]).max() < 1e-6  # summation order only (module docstring)
+    return json.loads(out.read_text())
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("overlapped", ["gloo", "mpi-overlap"])
+def test_overlapped_allreduce_matches_mpi_at_four_ranks(
+    backend_report: dict, overlapped: str
+) -> None:
+    mpi = [np.array(r["weights"]) for r in backend_report["mpi"]]
+    other = [np.array(r["weights"]) for r in backend_report[overlapped]]
+    assert all(np.array_equal(w, other[0]) for w in other)  # replicas stay identical
+    assert np.abs(other[0] - mpi[0]).max() < 1e-6  # summation order only (module docstring)
     assert np.abs(mpi[0]).max() > 0.1
-    first = report["gloo"][0]
+    first = backend_report[overlapped][0]
     assert first["calls"] == 6 and first["buckets"] == 3
     # Two buckets per step start from gradient hooks during backward; the third holds the
     # unused layer and starts (as zeros) only when exchange() is called.
@@ -157,6 +184,21 @@ def test_backend_choice_resolves_per_mode_and_device() -> None:
             "MPI); use trainer.backend: mpi or auto",
         ),
         (["trainer.backend=ucc"], "trainer.backend = 'ucc' is not allowed"),
+        (
+            ["trainer.overlap=true", "trainer.backend=gloo"],
+            "trainer.overlap = true applies to trainer.backend = 'mpi' (the gloo backend always "
+            "overlaps); remove trainer.overlap",
+        ),
+        (
+            ["trainer.overlap=true", "trainer.mode=arar"],
+            "trainer.overlap = true applies to trainer.mode = 'sync' only (arar rings never "
+            "wait); remove trainer.overlap",
+        ),
+        (
+            ["trainer.overlap=true", "trainer.device=cuda"],
+            "trainer.overlap = true applies to trainer.device = 'cpu' (it overlaps host buffers); "
+            "on GPUs remove it: trainer.backend nccl or auto overlap on the device",
+        ),
         (
             ["trainer.ring_buffers=device"],
             "trainer.ring_buffers = 'device' applies to trainer.mode = 'arar' only (sync mode's "

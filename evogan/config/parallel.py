@@ -26,7 +26,9 @@ class ParallelConfig(StrictModel):
     ``backend`` carries the sync all-reduce: ``mpi`` (host buffers, any MPI), ``gloo`` or
     ``nccl`` (torch.distributed, set up from the MPI communicator, all-reduce overlapped with
     the backward pass), ``auto`` (nccl for more than one rank on CUDA when torch has NCCL, else
-    mpi). ``precision``, ``channels_last`` and ``compile`` choose how the G and D forward passes
+    mpi). ``overlap``: the ``mpi`` backend starts a non-blocking ``Iallreduce`` per bucket from
+    gradient hooks during the backward pass, as gloo and NCCL always do (CPU only).
+    ``precision``, ``channels_last`` and ``compile`` choose how the G and D forward passes
     run (:mod:`evogan.gan3d.precision`).
 
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
@@ -55,6 +57,7 @@ class ParallelConfig(StrictModel):
     ring_buffers: Literal["auto", "host", "device"] = "auto"
     device: Literal["cpu", "cuda"] = "cpu"
     backend: Literal["auto", "mpi", "gloo", "nccl"] = "auto"
+    overlap: bool = False
     precision: Literal["float32", "bf16"] = "float32"
     channels_last: bool = False
     compile: bool = False
@@ -91,6 +94,21 @@ class ParallelConfig(StrictModel):
             raise ConfigError(
                 f"trainer.backend = {self.backend!r} applies to trainer.mode = 'sync' only (arar "
                 "rings use MPI); use trainer.backend: mpi or auto"
+            )
+        if self.overlap and self.mode != "sync":
+            raise ConfigError(
+                "trainer.overlap = true applies to trainer.mode = 'sync' only (arar rings never "
+                "wait); remove trainer.overlap"
+            )
+        if self.overlap and self.backend in ("gloo", "nccl"):
+            raise ConfigError(
+                f"trainer.overlap = true applies to trainer.backend = 'mpi' (the {self.backend} "
+                "backend always overlaps); remove trainer.overlap"
+            )
+        if self.overlap and self.device == "cuda":
+            raise ConfigError(
+                "trainer.overlap = true applies to trainer.device = 'cpu' (it overlaps host "
+                "buffers); on GPUs remove it: trainer.backend nccl or auto overlap on the device"
             )
         if self.backend == "nccl" and self.device != "cuda":
             raise ConfigError(

@@ -1,4 +1,5 @@
-"""Sync gradient averaging over a torch.distributed group, overlapped with the backward pass.
+"""Sync gradient averaging over a torch.distributed group (or an
+:class:`~evogan.distributed.mpi_group.MpiGroup`), overlapped with the backward pass.
 
 Every parameter gets a ``register_post_accumulate_grad_hook``: when autograd has finished its
 gradient, the hook copies it into its bucket (parameters in reverse order, as backward produces
@@ -26,6 +27,7 @@ from typing import Any
 
 import torch
 
+from evogan.distributed.mpi_group import MpiGroup
 from evogan.distributed.torch_group import TorchGroup
 from evogan.gan3d.data_parallel import DEFAULT_BUCKET_BYTES, ExchangeStats, GradientExchange
 
@@ -78,7 +80,7 @@ class OverlappedAllreduce(GradientExchange):
 
     def __init__(
         self,
-        group: TorchGroup,
+        group: TorchGroup | MpiGroup,
         params: Iterable[torch.Tensor],
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
     ) -> None:

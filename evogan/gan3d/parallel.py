@@ -5,9 +5,10 @@ everything the modes do differently, so no other module compares mode names:
 
 - :class:`SyncMode`: every rank holds identical replicas of both networks, draws its block of
   one shared random stream (``GanStep.shard``) and averages both networks' gradients with
-  all-reduce every step (over MPI, or over a gloo/NCCL group: ``trainer.backend``); the
-  ranks stop together after any step, rank 0 checkpoints for all, and saved or validated
-  generators carry the ranks' mean batch-norm statistics.
+  all-reduce every step (over MPI, blocking or overlapped with backward, or over a gloo/NCCL
+  group: ``trainer.backend``, ``trainer.overlap``); the ranks stop together after any step,
+  rank 0 checkpoints for all, and saved or validated generators carry the ranks' mean
+  batch-norm statistics.
 - :class:`ArarMode` (SAGIPS): one generator start shared by all, a discriminator of its own on
   every rank, generator gradients passed around rings without waiting; every rank checkpoints
   its own state and every rank's generator is an ensemble member.
@@ -24,6 +25,7 @@ import torch
 
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import GroupSize, Layout
+from evogan.distributed.mpi_group import MpiGroup
 from evogan.distributed.torch_group import TorchGroup
 from evogan.engine.seeding import torch_generator
 from evogan.gan3d import checkpoint as ckpt
@@ -50,7 +52,8 @@ class ParallelGanStep:
 
     The order of :meth:`GanStep.train_step` (one discriminator update, then
     ``generator_steps`` generator updates) with an exchange between every backward pass and
-    optimiser step. ``group`` is the torch.distributed group the exchanges use, if any;
+    optimiser step. ``group`` is the torch.distributed or overlapping MPI group the exchanges
+    use, if any;
     ``average``, if set, follows the generator's weights after every step.
     """
 
@@ -59,7 +62,7 @@ class ParallelGanStep:
         step: GanStep,
         g_exchange: GradientExchange,
         d_exchange: GradientExchange | None,
-        group: TorchGroup | None = None,
+        group: TorchGroup | MpiGroup | None = None,
     ) -> None:
         self.step = step
         self.g_exchange = g_exchange
@@ -138,7 +141,7 @@ class ParallelGanStep:
         return self.exchange_stats()
 
     def release(self) -> None:
-        """Shut down the torch.distributed group (local, so also safe after an error)."""
+        """Shut down the exchanges' group (local, so also safe after an error)."""
         if self.group is not None:
             self.group.close()
 
@@ -213,13 +216,13 @@ class SyncMode(Mode):
         step.shard = (world.rank, world.size)
         broadcast_parameters(world, discriminator.parameters())
         bucket = int(self.settings.bucket_mb * 2**20)
-        if backend == "mpi":
+        if backend == "mpi" and not self.settings.overlap:
             return ParallelGanStep(
                 step,
                 SyncAllreduce(world, generator.parameters(), bucket),
                 SyncAllreduce(world, discriminator.parameters(), bucket),
             )
-        group = TorchGroup(world, backend, device)
+        group = MpiGroup(world) if backend == "mpi" else TorchGroup(world, backend, device)
         return ParallelGanStep(
             step,
             OverlappedAllreduce(group, generator.parameters(), bucket),

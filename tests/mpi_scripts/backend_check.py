@@ -1,10 +1,11 @@
-"""Sync gradient averaging over MPI and over a gloo group, on a small MLP, under mpirun.
+"""Sync gradient averaging over MPI and over overlapped groups, on a small MLP, under mpirun.
 
 Used by tests/test_gan_backend.py. Every rank trains the same MLP (its first layer unused, so
 two parameters never get a gradient) on its own slice of a shared batch, once with
-:class:`SyncAllreduce` (MPI) and once with :class:`OverlappedAllreduce` (gloo, started from
-gradient hooks); buckets of 256 bytes split the parameters over several all-reduces. Rank 0
-writes both runs' weights of every rank and the gloo exchange's counters.
+:class:`SyncAllreduce` (MPI), then with :class:`OverlappedAllreduce` (started from gradient
+hooks) over a gloo group and over MPI's ``Iallreduce``; buckets of 256 bytes split the
+parameters over several all-reduces. Rank 0 writes every run's weights of every rank and the
+overlapped exchanges' counters.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from mpi4py import MPI
 
 from evogan.distributed import guard, world_comm
+from evogan.distributed.mpi_group import MpiGroup
 from evogan.distributed.torch_group import TorchGroup
 from evogan.gan3d.data_parallel import SyncAllreduce, broadcast_parameters
 from evogan.gan3d.overlap import OverlappedAllreduce
@@ -39,7 +41,7 @@ def train(comm: MPI.Comm, backend: str, steps: int, global_batch: int) -> dict:
     if backend == "mpi":
         exchange = SyncAllreduce(comm, params, bucket_bytes=256)
     else:
-        group = TorchGroup(comm, backend)
+        group = MpiGroup(comm) if backend == "mpi-overlap" else TorchGroup(comm, backend)
         exchange = OverlappedAllreduce(group, params, bucket_bytes=256)
     optimizer = torch.optim.SGD(params, lr=0.05)
     data = np.random.default_rng(5)
@@ -72,7 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     world = world_comm()
     report = {}
-    for backend in ("mpi", "gloo"):
+    for backend in ("mpi", "gloo", "mpi-overlap"):
         report[backend] = world.gather(train(world, backend, args.steps, args.global_batch))
     if world.rank == 0:
         with open(args.out, "w") as stream:
