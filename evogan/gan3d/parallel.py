@@ -53,8 +53,7 @@ class ParallelGanStep:
     The order of :meth:`GanStep.train_step` (one discriminator update, then
     ``generator_steps`` generator updates) with an exchange between every backward pass and
     optimiser step. ``group`` is the torch.distributed or overlapping MPI group the exchanges
-    use, if any;
-    ``average``, if set, follows the generator's weights after every step.
+    use, if any; ``average``, if set, follows the generator's weights after every step.
     """
 
     def __init__(
