@@ -10,8 +10,8 @@ one seed), with one thread, in its own subprocess, for a budget of training seco
 - DEAP: the same algorithm through a DEAP toolbox (clone, mutate, evaluate, selBest);
 - evogan, constant: the engine with the same constant rate and power as the peers;
 - evogan, step schedule: the engine with the GA study's rate decay at epochs 10 and 20;
-- evogan, default: the engine as configs/regressor_ga.yaml ships it (1/5th success rule
-  and noise-aware acceptance);
+- evogan, default: the engine as configs/regressor_ga.yaml ships it (rate 0.01, the success
+  rule on the power and noise-aware acceptance);
 - RMSprop (lr 1e-3), plain torch.
 
 Propulate is not installed here and is left out. The clock runs only in training steps; the
@@ -49,11 +49,13 @@ RATE = POWER = 0.1
 TARGET = 0.10
 EVOGAN = {
     "evogan, constant": [
+        "ga.mutation_rate=0.1",
         "ga.rate_schedule=constant",
         "ga.step_adaptation=none",
         "ga.acceptance=minibatch",
     ],
     "evogan, step schedule": [
+        "ga.mutation_rate=0.1",
         "ga.rate_schedule=step",
         "ga.step_adaptation=none",
         "ga.acceptance=minibatch",
