@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,7 @@ from evogan.data.transforms import load_regressor_data
 from evogan.regressor.data import mape
 from evogan.regressor.network import load_regressor
 from evogan.store import load_weights, read_metrics
-from tests.conftest import evogan, mpirun, untimed
+from tests.conftest import REPO, evogan, mpi_env, mpirun, untimed
 
 TINY = {
     "task": "regressor",
@@ -110,6 +112,57 @@ def test_saved_model_is_the_best_individual(runs) -> None:
     assert train_mape == pytest.approx(summary["best_fitness"], rel=1e-4)
     assert summary["best_fitness"] == pytest.approx(min(r["reference_fitness"] for r in epochs))
     assert test_mape == pytest.approx(summary["test_mape"], rel=1e-4)
+
+
+def low_energy_check(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    """``scripts/check_low_energy.py`` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "scripts/check_low_energy.py", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**mpi_env(), "EVOGAN_CACHE_DIR": str(cache)},
+    )
+
+
+def test_low_energy_check_scores_each_saved_model_on_fresh_showers(runs, tmp_path) -> None:
+    root, config, _ = runs
+    out = tmp_path / "low.json"
+    args = [str(root / "ga"), str(root / "rmsprop"), "--range", "3", "9", "--events", "200"]
+    done = low_energy_check(*args, "--json", str(out), cache=root / "cache")
+    assert done.returncode == 0, done.stderr
+    scores = json.loads(out.read_text())
+    fresh = load_config(
+        config,
+        [
+            "data.synthetic.seed=777",
+            "data.synthetic.energy_range=[3,9]",
+            "data.synthetic.events=200",
+            "data.train_events=null",
+            "data.test_events=null",
+        ],
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
+        parts = load_regressor_data(fresh.data, announce=lambda line: None)
+    x = torch.cat([torch.from_numpy(p.x) for p in parts])
+    energy = torch.cat([torch.from_numpy(p.energy) for p in parts])
+    assert len(energy) == 200 and float(energy.min()) >= 3 and float(energy.max()) <= 9
+    for score, name in zip(scores, ("ga", "rmsprop"), strict=True):
+        with torch.no_grad():
+            predicted = load_regressor(root / name / "best_model.h5")(x).reshape(-1) * 100
+        expected = float(((predicted - energy).abs() / energy).mean())
+        assert score["events"] == 200
+        assert score["relative_error"] == pytest.approx(expected, rel=1e-5)
+    assert scores[0]["relative_error"] != scores[1]["relative_error"]
+
+
+def test_low_energy_check_refuses_a_directory_without_a_model(tmp_path) -> None:
+    done = low_energy_check(str(tmp_path), cache=tmp_path / "cache")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "best_model.h5" in done.stderr
+    assert not (tmp_path / "cache").exists()
 
 
 def test_same_seed_gives_identical_runs(runs) -> None:
