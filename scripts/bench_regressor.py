@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import torch
-from check_low_energy import score
+from check_low_energy import EVENTS, RANGE_GEV, THRESHOLD, score
 
 from evogan.config import load_config
 from evogan.engine import Streams
@@ -136,8 +136,8 @@ def seed_report(by_seed: dict[int, dict[str, RunRecord]], out: Path) -> list[str
     for seed, records in by_seed.items():
         ga = records["ga"].summary
         worst = max(b["relative_error"] for b in ga["energy_response"])
-        low = score(out / f"seed-{seed}" / "runs" / "ga", 2.0, 10.0, 3125)
-        low_under += low["relative_error"] < 0.10
+        low = score(out / f"seed-{seed}" / "runs" / "ga", *RANGE_GEV, EVENTS)
+        low_under += low["relative_error"] < THRESHOLD
         target = records["rmsprop"].epochs[-1]["test_mape"]
         rms_time = seconds_to_reach(records["rmsprop"], target)
         hybrid_time = seconds_to_reach(records["hybrid"], target)

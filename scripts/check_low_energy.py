@@ -24,20 +24,36 @@ import torch
 from torch import Tensor
 
 from evogan.config import load_config
+from evogan.config.data import DataConfig
 from evogan.data.transforms import load_regressor_data
 from evogan.errors import EvoganError
 from evogan.regressor.network import load_regressor
 from evogan.store import atomic_write
 
 SEED = 777  # not the built-in set's generator seed: these showers are new to every run
+RANGE_GEV = (2.0, 10.0)
+EVENTS = 3125
 THRESHOLD = 0.10
 
 
-def fresh_showers(config: Path, low: float, high: float, events: int) -> tuple[Tensor, Tensor]:
-    """Projected images and true energies (GeV) of ``events`` new showers in [low, high], built
-    with the data settings of the run config at ``config``."""
-    fresh = load_config(
-        config,
+def fresh_showers(data: DataConfig) -> tuple[Tensor, Tensor]:
+    """Projected images and true energies (GeV) of every event the data settings describe."""
+    parts = load_regressor_data(data, announce=lambda line: None)
+    x = torch.cat([torch.from_numpy(part.x) for part in parts])
+    return x, torch.cat([torch.from_numpy(part.energy) for part in parts])
+
+
+def score(run: Path, low: float, high: float, events: int) -> dict:
+    """Mean relative error of ``run``'s saved model on ``events`` new showers in [low, high]
+    (the run's data settings otherwise), with its standard error."""
+    model_path = run / "best_model.h5"
+    if not model_path.is_file():
+        raise EvoganError(
+            f"{run} has no best_model.h5; pass the directory of a finished "
+            "`evogan evolve` or `evogan train` regressor run"
+        )
+    cfg = load_config(
+        run / "config.yaml",
         [
             f"data.synthetic.seed={SEED}",
             f"data.synthetic.energy_range=[{low},{high}]",
@@ -47,26 +63,12 @@ def fresh_showers(config: Path, low: float, high: float, events: int) -> tuple[T
             "data.max_events=null",
         ],
     )
-    parts = load_regressor_data(fresh.data, announce=lambda line: None)
-    x = torch.cat([torch.from_numpy(part.x) for part in parts])
-    return x, torch.cat([torch.from_numpy(part.energy) for part in parts])
-
-
-def score(run: Path, low: float, high: float, events: int) -> dict:
-    """Mean relative error of ``run``'s saved model on fresh showers, with its standard error."""
-    model_path = run / "best_model.h5"
-    if not model_path.is_file():
-        raise EvoganError(
-            f"{run} has no best_model.h5; pass the directory of a finished "
-            "`evogan evolve` or `evogan train` regressor run"
-        )
-    cfg = load_config(run / "config.yaml")
     if cfg.data.files:
         raise EvoganError(
             f"{run} was trained on data files, and this check draws synthetic showers; "
             "score it on held-out files of your own instead"
         )
-    x, energy = fresh_showers(run / "config.yaml", low, high, events)
+    x, energy = fresh_showers(cfg.data)
     with torch.no_grad():
         predicted = load_regressor(model_path).eval()(x).reshape(-1) * cfg.data.energy_scale
     relative = ((predicted - energy).abs() / energy).double()
@@ -83,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument(
-        "--range", nargs=2, type=float, default=[2.0, 10.0], metavar=("LOW", "HIGH")
+        "--range", nargs=2, type=float, default=list(RANGE_GEV), metavar=("LOW", "HIGH")
     )
-    parser.add_argument("--events", type=int, default=3125)
+    parser.add_argument("--events", type=int, default=EVENTS)
     parser.add_argument("--json", type=Path, default=None, help="also write the scores as JSON")
     args = parser.parse_args(argv)
     low, high = args.range
