@@ -6,10 +6,12 @@ showers (configs/regressor_ga.yaml: 5,000 training, 1,000 test events, evogan's 
 normalisation), on the same minibatch order (batch 128, a fresh permutation per epoch from
 one seed), with one thread, in its own subprocess, for a budget of training seconds:
 
-- plain torch loop: elitist (1+8), constant rate 0.1 and power 0.1, one forward per candidate;
+- plain torch loop: elitist (1+8), constant rate (``--rate``, default the GA study's 0.1) and
+  power 0.1, one forward per candidate;
 - DEAP: the same algorithm through a DEAP toolbox (clone, mutate, evaluate, selBest);
 - evogan, constant: the engine with the same constant rate and power as the peers;
-- evogan, step schedule: the engine with the GA study's rate decay at epochs 10 and 20;
+- evogan, step schedule: the engine with the GA study's rate decay at epochs 10 and 20 from
+  the same rate;
 - evogan, default: the engine as configs/regressor_ga.yaml ships it (rate 0.01, the success
   rule on the power and noise-aware acceptance);
 - RMSprop (lr 1e-3), plain torch.
@@ -19,7 +21,8 @@ test MAPE of the current best is measured between steps (geometric spacing, 10% 
 gives the seconds to 10% test MAPE. Rounds interleave the implementations (the order rotates
 each round), so machine load hits all alike; the table gives medians and [min, max].
 
-    python scripts/bench_peers.py --seconds 90 --rounds 3 [--only NAME ...] [--out FILE]
+    python scripts/bench_peers.py --seconds 90 --rounds 3 [--rate 0.1] [--only NAME ...]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -47,15 +50,15 @@ SEED = 0
 CHILDREN = 8
 RATE = POWER = 0.1
 TARGET = 0.10
-EVOGAN = {
+EVOGAN = {  # "{rate}" is the harness's --rate
     "evogan, constant": [
-        "ga.mutation_rate=0.1",
+        "ga.mutation_rate={rate}",
         "ga.rate_schedule=constant",
         "ga.step_adaptation=none",
         "ga.acceptance=minibatch",
     ],
     "evogan, step schedule": [
-        "ga.mutation_rate=0.1",
+        "ga.mutation_rate={rate}",
         "ga.rate_schedule=step",
         "ga.step_adaptation=none",
         "ga.acceptance=minibatch",
@@ -64,6 +67,7 @@ EVOGAN = {
 }
 NAMES = ["plain torch loop", "DEAP", *EVOGAN, "RMSprop"]
 Setup = tuple[RegressorLayout, RegressorData, RegressorData]
+Build = Callable[[Setup, float], tuple[Callable[[], None], Callable[[], torch.Tensor]]]
 
 
 def minibatches(train: RegressorData) -> Iterator[tuple[int, torch.Tensor]]:
@@ -81,12 +85,12 @@ def fitness(layout: RegressorLayout, genome: torch.Tensor, x, y) -> float:
         return float(mape(functional_forward(layout, genome, x), y))
 
 
-def plain_loop(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+def plain_loop(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
     """The (1+8) as a few lines of torch: one forward per candidate."""
     layout, train, _ = setup
     generator = torch.Generator().manual_seed(SEED)
     batches = minibatches(train)
-    changed = round(RATE * layout.size)
+    changed = round(rate * layout.size)
     state = {"elite": None}
 
     def step() -> None:
@@ -105,7 +109,9 @@ def plain_loop(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Ten
     return step, lambda: state["elite"]
 
 
-def deap_toolbox(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+def deap_toolbox(
+    setup: Setup, rate: float
+) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
     """The same (1+8) through DEAP's vocabulary (numpy individuals)."""
     import numpy as np
     from deap import base, creator, tools
@@ -114,7 +120,7 @@ def deap_toolbox(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.T
     rng = np.random.default_rng(SEED)
     creator.create("PeerFitness", base.Fitness, weights=(-1.0,))
     creator.create("PeerIndividual", np.ndarray, fitness=creator.PeerFitness)
-    changed = round(RATE * layout.size)
+    changed = round(rate * layout.size)
 
     def mutate(individual):
         where = rng.choice(layout.size, changed, replace=False)
@@ -149,15 +155,13 @@ def deap_toolbox(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.T
     return step, lambda: torch.from_numpy(np.asarray(state["elite"]))
 
 
-def evogan_engine(
-    overrides: list[str],
-) -> Callable[[Setup], tuple[Callable[[], None], Callable[[], torch.Tensor]]]:
+def evogan_engine(overrides: list[str]) -> Build:
     """evogan's strategy as the shipped config builds it (with ``overrides``), its steps
     driven with the harness's minibatches."""
 
-    def build(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+    def build(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
         layout, train, _ = setup
-        cfg = load_config(CONFIGS["ga"], overrides)
+        cfg = load_config(CONFIGS["ga"], [line.format(rate=rate) for line in overrides])
         problem = RegressorProblem(layout, train, batch_size=128, eval_block=cfg.ga.eval_block)
         strategy = build_strategy(cfg, problem)
         batches = minibatches(train)
@@ -171,8 +175,9 @@ def evogan_engine(
     return build
 
 
-def rmsprop(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
-    """RMSprop (lr 1e-3) on the MAPE loss, plain torch."""
+def rmsprop(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+    """RMSprop (lr 1e-3) on the MAPE loss, plain torch (``rate`` does not apply)."""
+    del rate
     layout, train, _ = setup
     weights = torch.nn.Parameter(initial_weights(layout, 1, torch.Generator().manual_seed(SEED))[0])
     optimizer = torch.optim.RMSprop([weights], lr=1e-3)
@@ -187,7 +192,7 @@ def rmsprop(setup: Setup) -> tuple[Callable[[], None], Callable[[], torch.Tensor
     return step, lambda: weights.detach()
 
 
-IMPLEMENTATIONS = {
+IMPLEMENTATIONS: dict[str, Build] = {
     "plain torch loop": plain_loop,
     "DEAP": deap_toolbox,
     **{name: evogan_engine(overrides) for name, overrides in EVOGAN.items()},
@@ -195,13 +200,13 @@ IMPLEMENTATIONS = {
 }
 
 
-def worker(name: str, seconds: float) -> dict:
+def worker(name: str, seconds: float, rate: float) -> dict:
     """One implementation for ``seconds`` of training (this process, one thread)."""
     torch.set_num_threads(1)
     cfg = load_config(CONFIGS["ga"])
     setup = load_and_check(cfg, 128, announce=lambda line: None)
     layout, _, test = setup
-    step, current = IMPLEMENTATIONS[name](setup)
+    step, current = IMPLEMENTATIONS[name](setup, rate)
     trained, steps, check, curve = 0.0, 0, 0.05, []
     while trained < seconds:
         start = time.perf_counter()
@@ -232,10 +237,10 @@ def _spread(values: list[float], form: Callable[[float], str]) -> str:
     return f"{middle} [{form(min(values))}, {form(max(values))}]"
 
 
-def table(results: list[dict], seconds: float, rounds: int) -> list[str]:
+def table(results: list[dict], seconds: float, rounds: int, rate: float) -> list[str]:
     lines = [
-        f"{seconds:g} s of training each, 1 thread, {rounds} interleaved round(s); "
-        "median [min, max]",
+        f"{seconds:g} s of training each, 1 thread, {rounds} interleaved round(s), peers' "
+        f"mutation rate {rate:g}; median [min, max]",
         "",
         "| implementation | generations/s | test MAPE at the end | seconds to 10% |",
         "|---|---|---|---|",
@@ -260,18 +265,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=90.0)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--rate", type=float, default=RATE, help="mutation rate of the peers' algorithm"
+    )
     parser.add_argument("--only", nargs="+", choices=NAMES, default=NAMES)
     parser.add_argument("--out", type=Path, default=None, help="write all results as JSON")
     parser.add_argument("--worker", choices=NAMES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not 0 < args.rate <= 1:
+        parser.error(f"--rate must be in (0, 1], got {args.rate}")
     if args.worker:
-        print(json.dumps(worker(args.worker, args.seconds)))
+        print(json.dumps(worker(args.worker, args.seconds, args.rate)))
         return 0
     results = []
     for round_ in range(args.rounds):
         order = args.only[round_ % len(args.only) :] + args.only[: round_ % len(args.only)]
         for name in order:
             command = [sys.executable, __file__, "--worker", name, "--seconds", str(args.seconds)]
+            command += ["--rate", str(args.rate)]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             result = json.loads(done.stdout.strip().splitlines()[-1])
             results.append({**result, "round": round_})
@@ -280,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{_pct(result['test_mape'])}, to 10%: {result['seconds_to_target']}",
                 flush=True,
             )
-    lines = table(results, args.seconds, args.rounds)
+    lines = table(results, args.seconds, args.rounds, args.rate)
     print("\n".join(lines))
     if args.out is not None:
         args.out.write_text(json.dumps({"table": lines, "results": results}, indent=1))

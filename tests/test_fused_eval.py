@@ -158,25 +158,60 @@ def test_build_lands_in_the_cache_dir_under_a_keyed_name(
 
 
 @needs_compiler
-def test_fused_rows_rejects_unpadded_or_mismatched_tables() -> None:
+def test_fused_sums_rejects_unpadded_or_mismatched_tables() -> None:
     layout = _layout()
-    positions, _, taps = fused_eval.offsets(
+    positions, cells, taps = fused_eval.offsets(
         layout.input_shape, layout.kernel, layout.pool, layout.pooled_shape
     )
     assert positions.shape[0] % fused_eval.POSITION_BLOCK == 0
     x = torch.rand(2, *layout.input_shape)
     weight, bias = torch.zeros(taps.shape[0], 16), torch.zeros(16)
-    tail = torch.zeros(positions.shape[0], 16)
+    pooled = layout.pooled_shape[0] * layout.pooled_shape[1]
+    tail, vector = torch.zeros(3, pooled, 8), torch.tensor([0, 1, 1], dtype=torch.int32)
+    tables = (positions, cells, taps)
+
+    def call(x=x, weight=weight, bias=bias, tail=tail, vector=vector, cells=cells):
+        return fused_eval.fused_sums(x, weight, bias, positions, cells, taps, tail, vector)
+
     with pytest.raises(ValueError, match="must be padded"):
-        fused_eval.fused_rows(x, weight[:, :12], bias[:12], tail[:, :12], positions, taps)
+        call(weight=weight[:, :12], bias=bias[:12])
     with pytest.raises(ValueError, match="inconsistent shapes"):
-        fused_eval.fused_rows(x, weight, bias, tail[:-12], positions, taps)
+        call(tail=tail[:, :, :4])
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        call(cells=cells[:-12])
     with pytest.raises(ValueError, match="float32 CPU"):
-        fused_eval.fused_rows(x.double(), weight, bias, tail, positions, taps)
+        call(x=x.double())
     with pytest.raises(ValueError, match="reach beyond an event"):
-        fused_eval.fused_rows(x[:, :, :40], weight, bias, tail, positions, taps)
-    sums = fused_eval.fused_rows(x, weight, bias, tail, positions, taps)
-    assert torch.equal(sums, torch.zeros(2, 16))
+        call(x=x[:, :, :40])
+    with pytest.raises(ValueError, match="pooling cells must lie in"):
+        call(cells=cells + 1)
+    with pytest.raises(ValueError, match="tail vectors must be ascending and below 2"):
+        call(vector=torch.tensor([1, 0, 1], dtype=torch.int32))
+    with pytest.raises(ValueError, match="tail vectors must be ascending and below 2"):
+        call(vector=torch.tensor([0, 1, 2], dtype=torch.int32))
+    assert all(t.dtype == torch.int32 for t in tables)
+    assert torch.equal(call(), torch.zeros(2, 3, 8))
+
+
+@needs_compiler
+def test_children_sharing_their_elites_filters_score_as_alone() -> None:
+    """A child scored after its elite reuses the elite's filters it did not change; its
+    prediction is the network's and has the bits it has when scored alone or in any slice."""
+    from evogan.engine.operators import point_mutation
+
+    layout = _layout()
+    weights, x = _draw(layout, 1, 24, seed=11)
+    x = x**8 * 3
+    for rate in (0.002, 0.01, 0.1):
+        children = point_mutation(weights[0], 8, rate, 0.1, 7, None)
+        candidates = torch.cat([weights, children])
+        whole = batched_predict(layout, candidates, x)
+        expected = _each_network(layout, candidates, x)
+        torch.testing.assert_close(whole, expected, rtol=1e-4, atol=1e-5)
+        for k in range(9):
+            assert torch.equal(batched_predict(layout, candidates[k : k + 1], x), whole[k : k + 1])
+        assert torch.equal(batched_predict(layout, candidates[3:], x), whole[3:])
+        assert torch.equal(batched_predict(layout, candidates.flip(0), x), whole.flip(0))
 
 
 def test_input_of_another_shape_is_refused_before_any_kernel_runs() -> None:
@@ -189,17 +224,27 @@ def test_input_of_another_shape_is_refused_before_any_kernel_runs() -> None:
 @needs_compiler
 def test_kernel_sums_equal_torch_path_sums_per_filter() -> None:
     """The two paths agree filter by filter, not only after the sum over filters."""
-    from evogan.regressor.network import _fused_predict, _torch_predict
+    from evogan.regressor.network import _torch_predict
 
     layout = _layout()
     weights, x = _draw(layout, 9, 5, seed=7)
     views = unflatten(layout, weights)
     rows = torch.tensor([4, 0, 2, 4])
     with torch.no_grad():
-        fused = _fused_predict(layout, views, x, None)
+        fused = fused_eval.filter_sums(views, x, layout.pool, None)
         reference = _torch_predict(layout, views, x, chunk=4)
-        picked = _fused_predict(layout, views, x, rows)  # events read in place by index
+        picked = fused_eval.filter_sums(
+            views, x, layout.pool, rows
+        )  # events read in place by index
     torch.testing.assert_close(fused, reference, rtol=1e-4, atol=1e-5)
     assert torch.equal(picked, fused[:, rows])
     with pytest.raises(ValueError, match="event index reaches outside the 5 events"):
-        _fused_predict(layout, views, x, torch.tensor([5]))
+        fused_eval.filter_sums(views, x, layout.pool, torch.tensor([5]))
+
+
+@needs_compiler
+def test_no_candidates_or_no_events_give_empty_predictions() -> None:
+    layout = _layout()
+    weights, x = _draw(layout, 2, 5)
+    assert batched_predict(layout, weights[:0], x).shape == (0, 5)
+    assert batched_predict(layout, weights, x[:0]).shape == (2, 0)

@@ -1,23 +1,34 @@
-/* Fused batched evaluation of the regressor: convolution + bias + ReLU + (average pooling and
- * linear layer folded into one weight per convolution position), for every (event, row) pair,
- * where a row is one filter of one candidate genome.
+/* Fused batched evaluation of the regressor, convolving each distinct filter once.
  *
- *   out[b][r] = sum_p relu(bias[r] + sum_t weight[t][r] * x_b[pos[p] + tap[t]]) * tail[p][r]
+ * A child of a (1+lambda) generation keeps most of its elite's filters, so the candidates of
+ * a generation share most rows (a row is one convolution filter: taps and bias). For every
+ * event the kernel computes, per row, the pooled sums of relu(conv + bias) over each pooling
+ * cell, then the tails: a tail reads one vector of LANES rows and holds, lane by lane, the
+ * linear weight (divided by the pool area) of the candidate filter in that lane, so
  *
- * No im2col and no convolution output in memory: a block of NV x 8 rows times NP positions is
- * accumulated in NV * NP vector registers over all taps, then rectified, weighted by the tail
- * and added to per-row sums. Rows are the vector lanes (weights stored tap-major, rows padded
- * to a multiple of 8 with zeros); input pixels are broadcast, addressed through the position
- * and tap offset tables, so any channel count, kernel size or cropped region works.
+ *   out[b][t][l] = sum_c pooled_b[c][tail_vector[t] * LANES + l] * tail[t][c][l]
+ *
+ * is the contribution of one (candidate, filter) pair in lane l. No convolution output is
+ * kept: a block of NV x LANES rows times NP positions is accumulated in registers over all
+ * taps, rectified and added to its pooling cell. Rows are the vector lanes (weights stored
+ * tap-major, rows padded to a multiple of LANES); input pixels are broadcast, addressed through
+ * the position and tap offset tables, so any channel count, kernel size or pooling works.
+ *
+ * Lanes never mix: a row's pooled sums and a (candidate, filter) pair's tail sum have the same
+ * bits in whatever lane and next to whatever rows they are computed, so a candidate scores
+ * the same whichever candidates share its call (an island whose ranks split the candidates
+ * relies on that).
  *
  * Written with GCC/Clang vector extensions (no intrinsics): -march=native maps them to AVX2 +
  * FMA on x86 and to NEON elsewhere. Events are split across POSIX threads when asked.
  */
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LANES 8
+#define BLOCK_VECTORS 3 /* row vectors of the widest register block */
 
 typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
 typedef int vi __attribute__((vector_size(LANES * sizeof(int))));
@@ -28,12 +39,17 @@ struct job {
     long event_stride;
     const float *weight; /* [taps][rows] */
     const float *bias;   /* [rows] */
-    const float *tail;   /* [positions][rows] */
     const int *pos;      /* [positions], a multiple of 12 */
+    const int *cell;     /* [positions]: each position's pooling cell, `cells` for padding */
+    int quads;           /* positions come in aligned runs of 4 per cell (padding included) */
     const int *tap;      /* [taps] */
-    long positions, taps, rows;
-    float *out;          /* [events][rows] */
+    long positions, cells, taps, rows;
+    const float *tail;        /* [tails][cells][LANES] */
+    const int *tail_vector;   /* [tails], ascending */
+    long tails;
+    float *out;          /* [events][tails][LANES] */
     long first, last;    /* events [first, last) */
+    int failed;
 };
 
 static inline vf load(const float *p) {
@@ -46,36 +62,29 @@ static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
 
 static inline vf relu(vf v) { return (vf)((vi)v & (v > 0)); }
 
-/* Compilers contract `sum += a * b` into one FMA in some block shapes and not in others, so a
- * row's result would depend on which block computed it, that is on how many candidates were
- * scored together. Rounding the tail product on its own in every block makes a row's bits the
- * same whatever its neighbours (an island whose ranks split the candidates relies on that). */
-#if defined(__x86_64__) || defined(__i386__)
-#define ROUNDED(v) __asm__("" : "+x"(v))
-#elif defined(__aarch64__)
-#define ROUNDED(v) __asm__("" : "+w"(v))
-#else
-#define ROUNDED(v) __asm__("" : "+m"(v))
-#endif
-
-/* NV row vectors x NP positions of one event; the loops over constant bounds are unrolled so
- * the accumulators live in registers. */
+/* Pooled sums [cells + 1][NV * LANES] of NV row vectors of one event, NP positions at a time;
+ * the loops over constant bounds are unrolled so the accumulators live in registers. With
+ * `quads` (2 x 2 pooling), positions come in aligned runs of four per cell, and blocks whose NP
+ * is a multiple of 4 make a cell's sum in registers and store it once; otherwise every position
+ * is added to its cell in memory (from zero, so in the same order, with the same bits). */
 #define DEFINE_BLOCK(NV, NP)                                                                    \
-    static void block_##NV##x##NP(const struct job *j, const float *xb, long col, float *out) { \
-        const long rows = j->rows;                                                             \
-        vf sum[NV];                                                                            \
-        for (int v = 0; v < NV; v++) sum[v] = (vf){0};                                         \
+    static void block_##NV##x##NP(const struct job *j, const float *xb, long col,              \
+                                  float *restrict pooled) {                                    \
+        const long rows = j->rows, taps = j->taps, positions = j->positions;                   \
+        const int *restrict tap = j->tap, *restrict pos = j->pos, *restrict cell = j->cell;    \
+        const float *restrict weight = j->weight + col;                                        \
+        if (!(j->quads && NP % 4 == 0)) memset(pooled, 0, (size_t)(j->cells + 1) * NV * LANES * sizeof(float)); \
         vf bias[NV];                                                                           \
         for (int v = 0; v < NV; v++) bias[v] = load(j->bias + col + LANES * v);                \
-        for (long g = 0; g < j->positions; g += NP) {                                          \
+        for (long g = 0; g < positions; g += NP) {                                             \
             const float *px[NP];                                                               \
-            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) px[q] = xb + j->pos[g + q];  \
+            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) px[q] = xb + pos[g + q];     \
             vf acc[NV][NP];                                                                    \
             _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                              \
                 _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) acc[v][q] = bias[v];     \
-            const float *w = j->weight + col;                                                  \
-            for (long t = 0; t < j->taps; t++, w += rows) {                                    \
-                const int o = j->tap[t];                                                       \
+            const float *w = weight;                                                           \
+            for (long t = 0; t < taps; t++, w += rows) {                                       \
+                const int o = tap[t];                                                          \
                 vf wv[NV];                                                                     \
                 _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) wv[v] = load(w + LANES * v); \
                 _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                        \
@@ -83,41 +92,83 @@ static inline vf relu(vf v) { return (vf)((vi)v & (v > 0)); }
                     _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) acc[v][q] += wv[v] * s; \
                 }                                                                              \
             }                                                                                  \
-            const float *tl = j->tail + g * rows + col;                                        \
-            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++)                              \
-                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) {                        \
-                    vf product = relu(acc[v][q]) * load(tl + q * rows + LANES * v);            \
-                    ROUNDED(product);                                                          \
-                    sum[v] += product;                                                         \
+            if (j->quads && NP % 4 == 0) {                                                     \
+                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q += 4) {                     \
+                    float *sum = pooled + (long)cell[g + q] * NV * LANES;                      \
+                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                      \
+                        store(sum + LANES * v, ((relu(acc[v][q]) + relu(acc[v][q + 1]))        \
+                                                + relu(acc[v][q + 2])) + relu(acc[v][q + 3])); \
                 }                                                                              \
+            } else {                                                                           \
+                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                        \
+                    float *sum = pooled + (long)cell[g + q] * NV * LANES;                      \
+                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                      \
+                        store(sum + LANES * v, load(sum + LANES * v) + relu(acc[v][q]));       \
+                }                                                                              \
+            }                                                                                  \
         }                                                                                      \
-        for (int v = 0; v < NV; v++) store(out + col + LANES * v, sum[v]);                     \
     }
 
 DEFINE_BLOCK(3, 4)
 DEFINE_BLOCK(2, 6)
 DEFINE_BLOCK(1, 12)
 
+/* The tails that read the block's vectors [first, first + count): tail *t onwards. One
+ * function for every block shape, four accumulators in a fixed order: the same bits in any
+ * lane. */
+static void block_tails(const struct job *j, const float *pooled, long first, long count,
+                        long *t, float *out) {
+    const long cells = j->cells;
+    for (; *t < j->tails && j->tail_vector[*t] < first + count; (*t)++) {
+        const float *p = pooled + (j->tail_vector[*t] - first) * LANES;
+        const float *tl = j->tail + *t * cells * LANES;
+        const long stride = count * LANES;
+        vf s[4] = {{0}};
+        long c = 0;
+        for (; c + 4 <= cells; c += 4)
+            for (int k = 0; k < 4; k++)
+                s[k] += load(p + (c + k) * stride) * load(tl + (c + k) * LANES);
+        for (; c < cells; c++) s[0] += load(p + c * stride) * load(tl + c * LANES);
+        store(out + *t * LANES, (s[0] + s[1]) + (s[2] + s[3]));
+    }
+}
+
 static void *run(void *arg) {
-    const struct job *j = arg;
+    struct job *j = arg;
+    float *pooled = malloc((size_t)(j->cells + 1) * BLOCK_VECTORS * LANES * sizeof(float));
+    if (pooled == NULL) {
+        j->failed = 1;
+        return NULL;
+    }
     for (long b = j->first; b < j->last; b++) {
         const float *xb = j->x + (j->index ? j->index[b] : b) * j->event_stride;
-        float *out = j->out + b * j->rows;
-        long col = 0;
-        for (; col + 3 * LANES <= j->rows; col += 3 * LANES) block_3x4(j, xb, col, out);
-        if (j->rows - col == 2 * LANES) block_2x6(j, xb, col, out);
-        else if (j->rows - col == LANES) block_1x12(j, xb, col, out);
+        float *out = j->out + b * j->tails * LANES;
+        long col = 0, t = 0;
+        for (; col + 3 * LANES <= j->rows; col += 3 * LANES) {
+            block_3x4(j, xb, col, pooled);
+            block_tails(j, pooled, col / LANES, 3, &t, out);
+        }
+        if (j->rows - col == 2 * LANES) {
+            block_2x6(j, xb, col, pooled);
+            block_tails(j, pooled, col / LANES, 2, &t, out);
+        } else if (j->rows - col == LANES) {
+            block_1x12(j, xb, col, pooled);
+            block_tails(j, pooled, col / LANES, 1, &t, out);
+        }
     }
+    free(pooled);
     return NULL;
 }
 
 #define MAX_THREADS 256
 
 /* Returns 0 on success, -1 on bad arguments (rows or positions not padded, thread count out of
- * range). A thread that cannot be started has its share of events run by the caller. */
+ * range), -2 when scratch memory could not be had. A thread that cannot be started has its
+ * share of events run by the caller. */
 int evogan_fused_eval(const float *x, const long *index, long events, long event_stride,
-                      const float *weight, const float *bias, const float *tail, const int *pos,
-                      long positions, const int *tap, long taps, long rows, float *out,
+                      const float *weight, const float *bias, const int *pos, const int *cell,
+                      int quads, long positions, long cells, const int *tap, long taps, long rows,
+                      const float *tail, const int *tail_vector, long tails, float *out,
                       int threads) {
     if (events < 0 || rows % LANES || positions % 12 || threads < 1 || threads > MAX_THREADS)
         return -1;
@@ -126,14 +177,17 @@ int evogan_fused_eval(const float *x, const long *index, long events, long event
     pthread_t ids[MAX_THREADS];
     int started[MAX_THREADS] = {0};
     for (int i = 0; i < threads; i++) {
-        jobs[i] = (struct job){x, index, event_stride, weight, bias, tail, pos, tap, positions, taps,
-                               rows, out, events * i / threads, events * (i + 1) / threads};
+        jobs[i] = (struct job){x, index, event_stride, weight, bias, pos, cell, quads, tap,
+                               positions, cells, taps, rows, tail, tail_vector, tails, out,
+                               events * i / threads, events * (i + 1) / threads, 0};
     }
     for (int i = 1; i < threads; i++) started[i] = pthread_create(&ids[i], NULL, run, &jobs[i]) == 0;
     run(&jobs[0]);
+    int failed = jobs[0].failed;
     for (int i = 1; i < threads; i++) {
         if (started[i]) pthread_join(ids[i], NULL);
         else run(&jobs[i]);
+        failed |= jobs[i].failed;
     }
-    return 0;
+    return failed ? -2 : 0;
 }

@@ -3,8 +3,10 @@
 The im2col + matmul path of :func:`evogan.regressor.network.batched_predict` writes the whole
 convolution output to memory and reads it back three times (ReLU, tail, sum); on a CPU that
 costs half the FLOP rate. ``_fused_eval.c`` keeps each block of convolution outputs in vector
-registers from the first tap to the folded pooling + linear weight, and skips the positions
-that floor-mode pooling drops. It is built by :mod:`evogan.native` on first use.
+registers from the first tap to its pooling cell, skips the positions that floor-mode pooling
+drops, and convolves a filter that several candidates share once (the children of a
+generation keep most of their elite's filters). It is built by :mod:`evogan.native` on first
+use.
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ def kernel() -> ctypes.CDLL | None:
     pointer, count = ctypes.c_void_p, ctypes.c_long
     function.argtypes = [
         *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
-        *(pointer, pointer, pointer),  # weight [taps][rows], bias [rows], tail [positions][rows]
-        *(pointer, count, pointer, count),  # position offsets, positions, tap offsets, taps
-        *(count, pointer, ctypes.c_int),  # rows, out [events][rows], threads
+        *(pointer, pointer),  # weight [taps][rows], bias [rows]
+        *(pointer, pointer, ctypes.c_int),  # position offsets, their cells, runs of 4 per cell
+        *(count, count),  # positions, cells
+        *(pointer, count, count),  # tap offsets, taps, rows
+        *(pointer, pointer, count),  # tail [tails][cells][LANES], tail vectors, tails
+        *(pointer, ctypes.c_int),  # out [events][tails][LANES], threads
     ]
     return library
 
@@ -57,20 +62,20 @@ def offsets(
     """Offset tables of one layout (cached: never modify them).
 
     Returns the input offsets of the convolution positions that floor-mode pooling keeps
-    (row-major, padded with offset 0 to a multiple of POSITION_BLOCK), the pooled cell each
-    position feeds (padding points at cell ``pooled_h * pooled_w``, meant to be a zero row) and
-    the input offsets of the kernel taps.
+    (cell by cell, each cell's window row-major, padded with offset 0 to a multiple of
+    POSITION_BLOCK), the pooling cell each position feeds (padding positions feed cell
+    ``pooled_h * pooled_w``, which nothing reads) and the input offsets of the kernel taps.
     """
     channels, height, width = input_shape
-    rows, columns = np.meshgrid(
-        np.arange(pooled[0] * pool), np.arange(pooled[1] * pool), indexing="ij"
+    cell_y, cell_x, dy, dx = np.meshgrid(
+        np.arange(pooled[0]), np.arange(pooled[1]), np.arange(pool), np.arange(pool), indexing="ij"
     )
-    used = rows.size
+    used = cell_y.size
     padded = -(-used // POSITION_BLOCK) * POSITION_BLOCK
     positions = np.zeros(padded, dtype=np.int32)
-    positions[:used] = (rows * width + columns).reshape(-1)
-    cells = np.full(padded, pooled[0] * pooled[1], dtype=np.int64)
-    cells[:used] = (rows // pool * pooled[1] + columns // pool).reshape(-1)
+    positions[:used] = ((cell_y * pool + dy) * width + cell_x * pool + dx).reshape(-1)
+    cells = np.full(padded, pooled[0] * pooled[1], dtype=np.int32)
+    cells[:used] = (cell_y * pooled[1] + cell_x).reshape(-1)
     c, ky, kx = np.meshgrid(
         np.arange(channels), np.arange(kernel_size), np.arange(kernel_size), indexing="ij"
     )
@@ -78,41 +83,36 @@ def offsets(
     return torch.from_numpy(positions), torch.from_numpy(cells), torch.from_numpy(taps)
 
 
-def fused_rows(
+def fused_sums(
     x: Tensor,
     weight: Tensor,
     bias: Tensor,
-    tail: Tensor,
     positions: Tensor,
+    cells: Tensor,
     taps: Tensor,
+    tail: Tensor,
+    tail_vector: Tensor,
     index: Tensor | None = None,
 ) -> Tensor:
-    """Per-row sums (events, rows) of relu(conv + bias) x tail over the listed positions, for
-    the events ``x[index]`` (read in place, no gathered copy) or all of ``x``.
+    """Tail sums (events, tails, LANES) of the events ``x[index]`` (read in place, no gathered
+    copy) or all of ``x``: lane by lane, the pooled relu(conv + bias) of the rows in vector
+    ``tail_vector[t]`` weighted by ``tail[t]`` and summed over the pooling cells.
 
-    ``weight`` (taps, rows), ``bias`` (rows,) and ``tail`` (positions, rows) are float32 with
-    rows a multiple of LANES (zero rows as padding); ``x`` is (events, C, H, W) float32.
+    ``weight`` (taps, rows) and ``bias`` (rows,) hold one filter per row, rows a multiple of
+    LANES (zero rows as padding); ``cells`` (positions,) names each position's pooling cell
+    (``tail.shape[1]`` for padding positions); ``tail`` is (tails, pooling cells, LANES) and
+    ``tail_vector`` (tails,) ascending; ``x`` is (events, C, H, W) float32.
     """
     library = kernel()
     if library is None:
         raise RuntimeError("the fused evaluation kernel is not available")
-    rows, count = weight.shape[1], positions.shape[0]
-    if rows % LANES or count % POSITION_BLOCK:
-        raise ValueError(f"rows and positions must be padded, got {rows} and {count}")
-    shapes = (x.dim(), weight.shape[0], bias.shape, tail.shape)
-    if shapes != (4, taps.shape[0], (rows,), (count, rows)):
-        raise ValueError(f"inconsistent shapes (x dims, taps, bias, tail): {shapes}")
-    floats = (x, weight, bias, tail)
-    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in floats) or any(
-        t.dtype != torch.int32 for t in (positions, taps)
-    ):
-        raise ValueError("the fused kernel takes float32 CPU tensors and int32 offset tables")
+    _check_tables(x, weight, bias, positions, cells, taps, tail, tail_vector)
+    rows, count, pooled = weight.shape[1], positions.shape[0], tail.shape[1]
+    quads = _in_runs_of_four(cells, pooled)
     stride = x[0].numel() if x.shape[0] else 0
-    if x.shape[0] and int(positions.max()) + int(taps.max()) >= stride:
-        raise ValueError(f"offset tables reach beyond an event of {tuple(x.shape[1:])}")
     x = x.contiguous()
-    tensors = (weight, bias, tail, positions, taps)
-    weight, bias, tail, positions, taps = (t.contiguous() for t in tensors)
+    tensors = (weight, bias, positions, cells, taps, tail, tail_vector)
+    weight, bias, positions, cells, taps, tail, tail_vector = (t.contiguous() for t in tensors)
     events = x.shape[0]
     rows_of_x = None
     if index is not None:
@@ -120,14 +120,113 @@ def fused_rows(
         if index.numel() and not 0 <= int(index.min()) <= int(index.max()) < x.shape[0]:
             raise ValueError(f"event index reaches outside the {x.shape[0]} events of x")
         events, rows_of_x = index.numel(), index.data_ptr()
-    out = x.new_empty(events, rows)
+    out = x.new_empty(events, tail.shape[0], LANES)
     threads = max(1, min(torch.get_num_threads(), MAX_THREADS))
     status = library.evogan_fused_eval(
         x.data_ptr(), rows_of_x, events, stride,
-        weight.data_ptr(), bias.data_ptr(), tail.data_ptr(),
-        positions.data_ptr(), positions.shape[0], taps.data_ptr(), taps.shape[0],
-        rows, out.data_ptr(), threads,
+        weight.data_ptr(), bias.data_ptr(), positions.data_ptr(), cells.data_ptr(), int(quads),
+        count, pooled, taps.data_ptr(), taps.shape[0], rows,
+        tail.data_ptr(), tail_vector.data_ptr(), tail.shape[0], out.data_ptr(), threads,
     )  # fmt: skip
+    if status == -2:
+        raise MemoryError("evogan_fused_eval could not allocate its pooling scratch")
     if status != 0:
         raise RuntimeError(f"evogan_fused_eval rejected its arguments (status {status})")
     return out
+
+
+def _in_runs_of_four(cells: Tensor, pooled: int) -> bool:
+    """Whether every pooling cell's positions are one aligned run of four (2 x 2 pooling in
+    :func:`offsets` order): the kernel then sums a cell in registers and stores it once."""
+    if cells.numel() % 4:
+        return False
+    runs = cells.view(-1, 4)
+    first = runs[:, 0]
+    distinct = (first[1:] > first[:-1]) | (first[1:] == pooled)
+    return bool((runs == first[:, None]).all() and distinct.all())
+
+
+def _check_tables(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    positions: Tensor,
+    cells: Tensor,
+    taps: Tensor,
+    tail: Tensor,
+    tail_vector: Tensor,
+) -> None:
+    """A ValueError naming the first argument of :func:`fused_sums` the kernel would misread."""
+    rows, count = weight.shape[1], positions.shape[0]
+    if rows % LANES or count % POSITION_BLOCK:
+        raise ValueError(f"rows and positions must be padded, got {rows} and {count}")
+    shapes = (x.dim(), weight.shape[0], bias.shape, cells.shape, tail.dim(), tail_vector.dim())
+    if shapes != (4, taps.shape[0], (rows,), (count,), 3, 1) or tail.shape[::2] != (
+        tail_vector.shape[0],
+        LANES,
+    ):
+        raise ValueError(f"inconsistent shapes (x dims, taps, bias, cells, tail): {shapes}")
+    floats = (x, weight, bias, tail)
+    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in floats) or any(
+        t.dtype != torch.int32 for t in (positions, cells, taps, tail_vector)
+    ):
+        raise ValueError("the fused kernel takes float32 CPU tensors and int32 offset tables")
+    stride = x[0].numel() if x.shape[0] else 0
+    if x.shape[0] and int(positions.max()) + int(taps.max()) >= stride:
+        raise ValueError(f"offset tables reach beyond an event of {tuple(x.shape[1:])}")
+    pooled = tail.shape[1]
+    if count and not 0 <= int(cells.min()) <= int(cells.max()) <= pooled:
+        raise ValueError(f"pooling cells must lie in [0, {pooled}]")
+    vectors = tail_vector.to(torch.int64)
+    if vectors.numel() and (
+        int(vectors.min()) < 0
+        or int(vectors.max()) >= rows // LANES
+        or bool((vectors.diff() < 0).any())
+    ):
+        raise ValueError(f"tail vectors must be ascending and below {rows // LANES}")
+
+
+def filter_sums(
+    views: dict[str, Tensor], x: Tensor, pool: int, index: Tensor | None = None
+) -> Tensor:
+    """Per-(candidate, filter) sums (P*filters, B) of the regressor's candidates ``views``
+    (:func:`evogan.regressor.network.unflatten`) with average pooling over ``pool`` x ``pool``.
+
+    A filter equal in every tap and bias to the first candidate's filter of the same index is
+    convolved once: the children of a (1+lambda) generation, scored after their elite, change
+    a few weights each, so most of their filters are the elite's. The first candidate's filters
+    are the first rows, then every other filter of its own; each (candidate, filter) pair gets
+    its lane in one tail, a tail being one candidate's filters that share a vector of rows.
+    """
+    weight = views["conv.weight"]
+    count, filters = weight.shape[:2]
+    events = x.shape[0] if index is None else index.numel()
+    if count == 0:
+        return x.new_zeros(0, events)
+    pairs, lanes = count * filters, LANES
+    filter_rows = weight.reshape(count, filters, -1)
+    if "conv.bias" in views:
+        filter_rows = torch.cat([filter_rows, views["conv.bias"].unsqueeze(2)], dim=2)
+    own = (filter_rows != filter_rows[:1]).any(dim=2).reshape(-1)
+    row = torch.where(own, own.cumsum(0) - 1 + filters, torch.arange(pairs) % filters)
+    distinct = torch.cat([filter_rows[0], filter_rows.reshape(pairs, -1)[own]])
+    padded = -(-distinct.shape[0] // lanes) * lanes
+    kernel_size, (_, height, width) = weight.shape[-1], x.shape[1:]
+    pooled = ((height - kernel_size + 1) // pool, (width - kernel_size + 1) // pool)
+    positions, cells, taps = offsets(tuple(x.shape[1:]), kernel_size, pool, pooled)
+    weight_t = weight.new_zeros(taps.shape[0], padded)
+    weight_t[:, : distinct.shape[0]] = distinct[:, : taps.shape[0]].T
+    bias = weight.new_zeros(padded)
+    if "conv.bias" in views:
+        bias[: distinct.shape[0]] = distinct[:, -1]
+    lane = row % lanes
+    key = row // lanes * count + torch.arange(pairs) // filters
+    tail_keys, tail_of = torch.unique(key, return_inverse=True)
+    cell_count = pooled[0] * pooled[1]
+    tail = weight.new_zeros(tail_keys.shape[0], cell_count, lanes)
+    linear = views["linear.weight"].reshape(pairs, cell_count)
+    tail[tail_of, :, lane] = linear * (1 / pool**2)
+    tail_vector = (tail_keys // count).to(torch.int32)
+    tables = (positions, cells, taps)
+    sums = fused_sums(x, weight_t, bias, *tables, tail, tail_vector, index)
+    return sums.flatten(1).index_select(1, tail_of * lanes + lane).T

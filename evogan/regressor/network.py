@@ -216,7 +216,7 @@ def batched_predict(
             f"x must be (B, {', '.join(map(str, layout.input_shape))}), got {tuple(x.shape)}"
         )
     if _fused_applies(layout, genomes, x):
-        per_filter = _fused_predict(layout, views, x, index)  # reads x[index] in place
+        per_filter = fused_eval.filter_sums(views, x, layout.pool, index)  # x[index] in place
     elif _gpu_applies(layout, genomes, x):
         x = x if index is None else x.index_select(0, index)
         per_filter = gpu_filter_sums(layout, views, x)
@@ -282,31 +282,6 @@ def gpu_filter_sums(
     linear = views["linear.weight"].reshape(count, layout.filters, pooled_h, pooled_w)
     tail = _folded_tail(layout, linear).reshape(rows, conv_h * conv_w)
     return gpu_eval.fused_rows(weight, patches, tail, precision)
-
-
-def _fused_predict(
-    layout: RegressorLayout, views: dict[str, Tensor], x: Tensor, index: Tensor | None
-) -> Tensor:
-    """Per-(candidate, filter) sums (P*filters, B) from the fused kernel; only the positions
-    that pooling keeps are computed, and rows are padded to whole vector registers."""
-    weight = views["conv.weight"]
-    rows = weight.shape[0] * layout.filters
-    padded = -(-rows // fused_eval.LANES) * fused_eval.LANES
-    pooled_h, pooled_w = layout.pooled_shape
-    positions, cells, taps = fused_eval.offsets(
-        layout.input_shape, layout.kernel, layout.pool, layout.pooled_shape
-    )
-    weight_t = weight.new_zeros(taps.shape[0], padded)
-    weight_t[:, :rows] = weight.reshape(rows, -1).T
-    bias = weight.new_zeros(padded)
-    if "conv.bias" in views:
-        bias[:rows] = views["conv.bias"].reshape(rows)
-    per_cell = weight.new_zeros(pooled_h * pooled_w + 1, padded)  # last row: padding positions
-    linear = views["linear.weight"].reshape(rows, pooled_h * pooled_w)
-    torch.mul(linear.T, 1 / layout.pool**2, out=per_cell[:-1, :rows])
-    tail = per_cell.index_select(0, cells)
-    sums = fused_eval.fused_rows(x, weight_t, bias, tail, positions, taps, index)
-    return sums[:, :rows].T
 
 
 def _torch_predict(
