@@ -194,12 +194,14 @@ def test_fused_sums_rejects_unpadded_or_mismatched_tables() -> None:
 
 
 @needs_compiler
-def test_children_sharing_their_elites_filters_score_as_alone() -> None:
+@pytest.mark.parametrize("options", [{}, {"pool": 3, "kernel": 3, "filters": 5}])
+def test_children_sharing_their_elites_filters_score_as_alone(options) -> None:
     """A child scored after its elite reuses the elite's filters it did not change; its
-    prediction is the network's and has the bits it has when scored alone or in any slice."""
+    prediction is the network's and has the bits it has when scored alone or in any slice
+    (2 x 2 pooling sums a cell in registers, other pooling in memory)."""
     from evogan.engine.operators import point_mutation
 
-    layout = _layout()
+    layout = _layout(**options)
     weights, x = _draw(layout, 1, 24, seed=11)
     x = x**8 * 3
     for rate in (0.002, 0.01, 0.1):

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #define LANES 8
-#define BLOCK_VECTORS 3 /* row vectors of the widest register block */
+#define BLOCK_VECTORS 2 /* row vectors of the widest register block */
 
 typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
 typedef int vi __attribute__((vector_size(LANES * sizeof(int))));
@@ -64,17 +64,19 @@ static inline vf relu(vf v) { return (vf)((vi)v & (v > 0)); }
 
 /* Pooled sums [cells + 1][NV * LANES] of NV row vectors of one event, NP positions at a time;
  * the loops over constant bounds are unrolled so the accumulators live in registers. With
- * `quads` (2 x 2 pooling), positions come in aligned runs of four per cell, and blocks whose NP
- * is a multiple of 4 make a cell's sum in registers and store it once; otherwise every position
- * is added to its cell in memory (from zero, so in the same order, with the same bits). */
+ * `quads` (2 x 2 pooling), positions come in aligned runs of four per cell: a cell's sum is
+ * made in registers, carried across blocks when a run straddles one, and stored once;
+ * otherwise every position is added to its cell in memory. Either way a cell's sum is
+ * ((r0 + r1) + r2) + r3 in position order (from zero in memory: the same bits). */
 #define DEFINE_BLOCK(NV, NP)                                                                    \
     static void block_##NV##x##NP(const struct job *j, const float *xb, long col,              \
                                   float *restrict pooled) {                                    \
         const long rows = j->rows, taps = j->taps, positions = j->positions;                   \
         const int *restrict tap = j->tap, *restrict pos = j->pos, *restrict cell = j->cell;    \
         const float *restrict weight = j->weight + col;                                        \
-        if (!(j->quads && NP % 4 == 0)) memset(pooled, 0, (size_t)(j->cells + 1) * NV * LANES * sizeof(float)); \
-        vf bias[NV];                                                                           \
+        const int quads = j->quads;                                                            \
+        if (!quads) memset(pooled, 0, (size_t)(j->cells + 1) * NV * LANES * sizeof(float));    \
+        vf bias[NV], run[NV];                                                                  \
         for (int v = 0; v < NV; v++) bias[v] = load(j->bias + col + LANES * v);                \
         for (long g = 0; g < positions; g += NP) {                                             \
             const float *px[NP];                                                               \
@@ -92,24 +94,24 @@ static inline vf relu(vf v) { return (vf)((vi)v & (v > 0)); }
                     _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) acc[v][q] += wv[v] * s; \
                 }                                                                              \
             }                                                                                  \
-            if (j->quads && NP % 4 == 0) {                                                     \
-                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q += 4) {                     \
-                    float *sum = pooled + (long)cell[g + q] * NV * LANES;                      \
-                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                      \
-                        store(sum + LANES * v, ((relu(acc[v][q]) + relu(acc[v][q + 1]))        \
-                                                + relu(acc[v][q + 2])) + relu(acc[v][q + 3])); \
-                }                                                                              \
-            } else {                                                                           \
-                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                        \
-                    float *sum = pooled + (long)cell[g + q] * NV * LANES;                      \
+            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                            \
+                const long p = g + q;                                                          \
+                float *sum = pooled + (long)cell[p] * NV * LANES;                              \
+                if (!quads) {                                                                  \
                     _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                      \
                         store(sum + LANES * v, load(sum + LANES * v) + relu(acc[v][q]));       \
+                    continue;                                                                  \
                 }                                                                              \
+                const long k = NP % 4 ? p & 3 : q & 3; /* NP % 4 == 0: so is g % 4 */         \
+                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                          \
+                    run[v] = k ? run[v] + relu(acc[v][q]) : relu(acc[v][q]);                   \
+                if (k == 3)                                                                    \
+                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                      \
+                        store(sum + LANES * v, run[v]);                                        \
             }                                                                                  \
         }                                                                                      \
     }
 
-DEFINE_BLOCK(3, 4)
 DEFINE_BLOCK(2, 6)
 DEFINE_BLOCK(1, 12)
 
@@ -144,14 +146,11 @@ static void *run(void *arg) {
         const float *xb = j->x + (j->index ? j->index[b] : b) * j->event_stride;
         float *out = j->out + b * j->tails * LANES;
         long col = 0, t = 0;
-        for (; col + 3 * LANES <= j->rows; col += 3 * LANES) {
-            block_3x4(j, xb, col, pooled);
-            block_tails(j, pooled, col / LANES, 3, &t, out);
-        }
-        if (j->rows - col == 2 * LANES) {
+        for (; col + 2 * LANES <= j->rows; col += 2 * LANES) {
             block_2x6(j, xb, col, pooled);
             block_tails(j, pooled, col / LANES, 2, &t, out);
-        } else if (j->rows - col == LANES) {
+        }
+        if (j->rows - col == LANES) {
             block_1x12(j, xb, col, pooled);
             block_tails(j, pooled, col / LANES, 1, &t, out);
         }
