@@ -56,6 +56,12 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             str(out / "regressor"),
             *(["--quick"] if quick else []),
         ],
+        "fused_eval": [  # the calls a GA run makes; --against CHECKOUT compares builds
+            py,
+            str(SCRIPTS / "bench_fused_eval.py"),
+            "--rounds",
+            "1" if quick else "3",
+        ],
         "islands": [
             py,
             str(SCRIPTS / "bench_islands.py"),

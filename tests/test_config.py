@@ -55,6 +55,16 @@ def test_energy_range_out_of_order(tmp_path: Path) -> None:
     assert "data.synthetic" in message and "0 < low < high" in message
 
 
+def test_reevaluation_first_stage_must_fit_in_the_sample(tmp_path: Path) -> None:
+    path = write(tmp_path, "ga:\n  reevaluation_events: 64\n")
+    message = error_of(path, ["ga.reevaluation_first=64"])
+    assert (
+        "ga.reevaluation_first = 64" in message and "below ga.reevaluation_events = 64" in message
+    )
+    assert "ga.reevaluation_z = 0" in error_of(path, ["ga.reevaluation_z=0"])
+    assert load_config(path, ["ga.reevaluation_first=63"]).ga.reevaluation_first == 63
+
+
 def test_overrides_set_nested_keys_with_yaml_values(tmp_path: Path) -> None:
     path = write(tmp_path, "ga:\n  children: 4\n")
     config = load_config(path, ["ga.mutation_rate=0.05", "data.files=[a.h5, b.h5]"])

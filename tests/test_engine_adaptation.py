@@ -18,6 +18,7 @@ from evogan.engine import (
     SuccessRule,
     point_mutation,
 )
+from evogan.engine.acceptance import Reevaluation
 from evogan.engine.problem import Problem
 from tests.test_engine_loop import Sphere
 
@@ -188,3 +189,77 @@ def test_re_evaluations_count_as_evaluation_time_not_loop_overhead() -> None:
     engine.run()
     assert engine.acceptance.evaluations > 0
     assert engine.eval_seconds == engine.train_seconds == problem.calls
+
+
+class Examples(Resampled):
+    """The noisy sphere scored example by example: a re-evaluation sample is ``events`` noisy
+    copies of the optimum, and the fitness on it is the mean of the per-example losses."""
+
+    def sample(self, events: int, generator: torch.Generator) -> torch.Tensor:
+        self.samples.append(0.3 * torch.randn(events, self.size, generator=generator))
+        return self.samples[-1]
+
+    def example_losses(self, genomes, batch, start: int, stop: int) -> torch.Tensor:
+        if batch.dim() == 1:
+            return None
+        return ((genomes[:, None, :] - batch[None, start:stop]) ** 2).sum(dim=2)
+
+    def evaluate(self, genomes: torch.Tensor, batch) -> torch.Tensor:
+        if batch is not None and batch.dim() == 2:
+            return self.example_losses(genomes, batch, 0, batch.shape[0]).mean(dim=1)
+        return super().evaluate(genomes, batch)
+
+
+def test_staged_acceptance_decides_early_only_on_a_clear_difference() -> None:
+    """With a first stage, a comparison ends there only when the paired differences put the
+    challenger 3 standard errors better or worse, and then on that side; otherwise the whole
+    sample decides, as without a stage. Never is the elite replaced by one worse on the
+    examples the comparison scored."""
+    problem = Examples(size=10, batches=20)
+    engine = _adaptive(problem, power=0.3, epochs=5, reevaluation_events=64, seed=3)
+    engine.acceptance = Reevaluation(problem, 64, engine.stream_key, first=16, z=3.0)
+    seen = {"early": 0, "whole": 0}
+
+    def check(selection: Selection) -> None:
+        best = int(torch.argmin(selection.fitness))
+        if engine.generation == 0 or not best:
+            return
+        sample = problem.samples[-1]
+        pair = torch.stack([selection.candidates[best], selection.candidates[0]])
+        losses = problem.example_losses(pair, sample, 0, 64).double()
+        difference = losses[0, :16] - losses[1, :16]
+        z = float(difference.mean() / (difference.std() / 4))
+        accepted = selection.kept == best
+        if abs(z) >= 3:
+            assert engine.acceptance.last_examples == 16
+            assert accepted == (z < 0)
+            seen["early"] += 1
+        else:
+            assert engine.acceptance.last_examples == 64
+            assert accepted == bool(losses[0].mean() < losses[1].mean())
+            seen["whole"] += 1
+        scored = losses[:, : engine.acceptance.last_examples].mean(dim=1)
+        assert not accepted or scored[0] < scored[1]
+
+    engine.after_selection.append(check)
+    engine.run()
+    assert seen["early"] == engine.acceptance.early > 0
+    assert seen["whole"] > 0
+
+
+def test_staged_acceptance_scores_the_whole_sample_without_per_example_losses() -> None:
+    problem = Resampled(size=10, batches=5)
+    engine = _adaptive(problem, power=0.3, epochs=2, reevaluation_events=64, seed=3)
+    engine.acceptance = Reevaluation(problem, 64, engine.stream_key, first=16)
+    engine.run()
+    assert engine.acceptance.evaluations > 0
+    assert engine.acceptance.early == 0
+
+
+@pytest.mark.parametrize(
+    ("first", "z", "message"),
+    [(64, 3.0, "first stage must hold 0 to 63"), (-1, 3.0, "first stage"), (8, 0.0, "positive")],
+)
+def test_staged_acceptance_refuses_a_stage_outside_the_sample(first, z, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        Reevaluation(Examples(size=4, batches=2), 64, 0, first=first, z=z)

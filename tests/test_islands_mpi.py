@@ -203,3 +203,22 @@ def test_a_failing_rank_ends_the_job_promptly(config, tmp_path) -> None:
 
 def evogan_mpi(ranks: int, args: list[str]) -> subprocess.CompletedProcess[str]:
     return mpirun(ranks, ["-m", "evogan", *args], timeout=60)
+
+
+def test_an_island_of_two_ranks_re_evaluates_as_one_rank_does(config, tmp_path) -> None:
+    """Staged re-evaluation splits the challenger and the elite over the island's ranks and
+    gathers their per-event losses: the run is the one-rank run, bit for bit."""
+    staged = [
+        *("--set", "ga.acceptance=reevaluate", "--set", "ga.reevaluation_events=64"),
+        *("--set", "ga.reevaluation_first=16", "--set", "ga.step_adaptation=success_rule"),
+        *("--set", "ga.mutation_rate=0.01", "--set", "ga.rate_schedule=constant"),
+    ]
+    runs = {ranks: tmp_path / f"ranks-{ranks}" for ranks in (1, 2)}
+    for ranks, run in runs.items():
+        extra = ["--set", f"islands.ranks_per_island={ranks}"]
+        done = mpirun(ranks, [SCRIPT, str(config), str(run), *staged, *extra], timeout=90)
+        assert done.returncode == 0, done.stderr
+    assert _summary(runs[2])["ranks_per_island"] == 2
+    _same_run(runs[1], runs[2], 0, differ=("ranks", "ranks_per_island"))  # one island: root
+    records = [[untimed(r) for r in read_metrics(run / "metrics.jsonl")] for run in runs.values()]
+    assert records[0] == records[1] and len(records[0]) > 14

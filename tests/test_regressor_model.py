@@ -80,6 +80,29 @@ def test_problem_scores_all_candidates_in_one_call_and_mutates(tmp_path) -> None
     assert ((children != genomes[0]).sum(dim=1) == round(0.01 * layout.size)).all()
 
 
+def test_example_losses_are_the_fitness_event_by_event() -> None:
+    """A staged re-evaluation scores parts of one sample: the parts' per-event errors are the
+    network's, and their mean over the whole sample is the fitness, bit for bit."""
+    layout = _layout()
+    generator = torch.Generator().manual_seed(2)
+    x = torch.rand(60, 1, 51, 25, generator=generator)
+    y = x.sum(dim=(1, 2, 3)) / 300
+    problem = RegressorProblem(layout, RegressorData(x, y, y * 100), batch_size=16)
+    genomes = problem.initial_genomes(2, generator)
+    sample = problem.sample(40, generator)
+    parts = [problem.example_losses(genomes, sample, a, b) for a, b in ((0, 10), (10, 40))]
+    assert [p.shape for p in parts] == [(2, 10), (2, 30)]
+    whole = torch.cat(parts, dim=1)
+    assert torch.equal(whole.mean(dim=1), problem.evaluate(genomes, sample))
+    nets = [RegressorNet.from_genome(layout, g) for g in genomes]
+    x_sample, y_sample = sample
+    with torch.no_grad():
+        expected = torch.stack([(net(x_sample) - y_sample).abs() / y_sample for net in nets])
+    torch.testing.assert_close(whole, expected, rtol=1e-4, atol=1e-6)
+    head = problem.example_losses(genomes, (x, y), 0, 5)
+    torch.testing.assert_close(head, problem.example_losses(genomes, (x[:5], y[:5]), 0, 5))
+
+
 def test_saved_model_loads_without_code_and_predicts_the_same(tmp_path) -> None:
     layout = _layout()
     net = RegressorNet.from_genome(layout, torch.randn(layout.size) * 0.05)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.islands import CheckpointConfig, IslandsConfig, MigrationConfig
+from evogan.errors import ConfigError
 
 Schedule = Literal["constant", "step", "exponential"]
 
@@ -51,11 +52,25 @@ class GAConfig(StrictModel):
     adaptation_max: float = Field(default=10.0, ge=1)  # starts at 1 (so min <= 1 <= max)
     acceptance: Literal["minibatch", "reevaluate"] = "minibatch"
     reevaluation_events: PositiveInt = 256
+    reevaluation_first: NonNegativeInt = 0  # 0: score the whole sample at once
+    reevaluation_z: float = Field(default=3.0, gt=0)
     hybrid_steps: PositiveInt = 1
     hybrid_lr: float = Field(default=1e-3, gt=0)
     hall_of_fame: PositiveInt = 1
     eval_block: PositiveInt = 36
     device: Literal["cpu", "cuda"] = "cpu"
+
+    @model_validator(mode="after")
+    def _first_stage_within_sample(self) -> GAConfig:
+        """The first stage is part of the sample (raised as is: one line)."""
+        first, events = self.reevaluation_first, self.reevaluation_events
+        if first >= events:
+            raise ConfigError(
+                f"ga.reevaluation_first = {first} is not allowed: it must be below "
+                f"ga.reevaluation_events = {events}; set it smaller, or 0 to score the whole "
+                "sample at once"
+            )
+        return self
 
 
 class TrainConfig(StrictModel):

@@ -81,6 +81,13 @@ class Problem(ABC):
         del events, generator
         return None
 
+    def example_losses(self, genomes: Tensor, batch: Any, start: int, stop: int) -> Tensor | None:
+        """Losses (P, stop - start) of genomes (P, size) on examples [start, stop) of ``batch``,
+        whose mean over all examples is :meth:`evaluate`'s fitness: re-evaluation can then
+        stop early once a difference is clear. ``None`` (the default): only the mean is known."""
+        del genomes, batch, start, stop
+        return None
+
     def reference_fitness(self, genomes: Tensor) -> Tensor | None:
         """Fitness on a fixed reference set, comparable across epochs (for the hall of fame).
 

@@ -39,7 +39,8 @@ class PlusLambda(Evolution):
     The first generation evaluates ``initial_parents`` random genomes and keeps the best.
     With ``reevaluation_events``, a candidate that beat the elite on the batch replaces it only
     when it is also better on a fresh, larger sample (:class:`~evogan.engine.acceptance.
-    Reevaluation`); with ``adaptation``, the success rule scales the scheduled mutation
+    Reevaluation`; with ``reevaluation_first``, a clear difference on the sample's first
+    examples decides); with ``adaptation``, the success rule scales the scheduled mutation
     (:class:`~evogan.engine.adaptation.SuccessRule`), a success being a replaced elite.
     """
 
@@ -51,6 +52,8 @@ class PlusLambda(Evolution):
         initial_parents: int = 8,
         adaptation: SuccessRule | None = None,
         reevaluation_events: int | None = None,
+        reevaluation_first: int = 0,
+        reevaluation_z: float = 3.0,
         **kwargs: Any,
     ) -> None:
         if children < 1:
@@ -65,7 +68,13 @@ class PlusLambda(Evolution):
         self.acceptance = (
             None
             if reevaluation_events is None
-            else Reevaluation(problem, reevaluation_events, self.stream_key)
+            else Reevaluation(
+                problem,
+                reevaluation_events,
+                self.stream_key,
+                reevaluation_first,
+                reevaluation_z,
+            )
         )
         self.replacements = 0
         self.rejections = 0

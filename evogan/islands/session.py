@@ -62,11 +62,23 @@ class SharedEvaluation(DifferentiableProblem):
         return self.inner.replay(genome, steps, keep)
 
     def evaluate(self, genomes: Tensor, batch: Any) -> Tensor:
-        bounds = np.linspace(0, genomes.shape[0], self.comm.size + 1).round().astype(int)
-        low, high = bounds[self.comm.rank], bounds[self.comm.rank + 1]
+        low, high = self._slice(genomes.shape[0])
         mine = self.inner.evaluate(genomes[low:high], batch) if high > low else torch.empty(0)
         parts = self.comm.allgather(mine.detach().to("cpu", torch.float64).numpy())
         return torch.from_numpy(np.concatenate(parts))
+
+    def example_losses(self, genomes: Tensor, batch: Any, start: int, stop: int) -> Tensor | None:
+        low, high = self._slice(genomes.shape[0])
+        mine = self.inner.example_losses(genomes[low:high], batch, start, stop)
+        if mine is None:  # the same problem on every rank: all return here
+            return None
+        parts = self.comm.allgather(mine.detach().cpu().numpy())
+        return torch.from_numpy(np.concatenate(parts))
+
+    def _slice(self, count: int) -> tuple[int, int]:
+        """This rank's contiguous share [low, high) of ``count`` candidates."""
+        bounds = np.linspace(0, count, self.comm.size + 1).round().astype(int)
+        return int(bounds[self.comm.rank]), int(bounds[self.comm.rank + 1])
 
     def loss(self, genome: Tensor, batch: Any) -> Tensor:
         return self.inner.loss(genome, batch)

@@ -41,9 +41,14 @@ class RegressorData:
         return int(self.y.shape[0])
 
 
+def absolute_percentage_errors(prediction: Tensor, target: Tensor) -> Tensor:
+    """|prediction - target| / |target| element by element, as fractions."""
+    return (prediction - target).abs() / target.abs()
+
+
 def mape(prediction: Tensor, target: Tensor) -> Tensor:
     """Mean absolute percentage error as a fraction, over the last axis (0.05 means 5%)."""
-    return ((prediction - target).abs() / target.abs()).mean(dim=-1)
+    return absolute_percentage_errors(prediction, target).mean(dim=-1)
 
 
 def epoch_indices(events: int, batch_size: int, generator: torch.Generator) -> Iterator[Tensor]:

@@ -15,7 +15,7 @@ from torch import Tensor
 from evogan.engine.operators import point_mutation, point_replay, replace_mutation
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, MutationStep
 from evogan.errors import ConfigError
-from evogan.regressor.data import RegressorData, epoch_indices, mape
+from evogan.regressor.data import RegressorData, absolute_percentage_errors, epoch_indices, mape
 from evogan.regressor.network import (
     RegressorLayout,
     batched_predict,
@@ -108,6 +108,10 @@ class RegressorProblem(DifferentiableProblem):
         return point_replay(genome, steps, keep)
 
     def evaluate(self, genomes: Tensor, batch: Batch) -> Tensor:
+        return self._predict_errors(genomes, batch).mean(dim=-1)
+
+    def _predict_errors(self, genomes: Tensor, batch: Batch) -> Tensor:
+        """Absolute percentage errors (P, events) of every genome on every event of ``batch``."""
         if isinstance(batch, Minibatch):
             x, index, y = batch.source, batch.index, batch.y
         else:
@@ -118,7 +122,15 @@ class RegressorProblem(DifferentiableProblem):
                 genomes = genomes.to(self.device)
                 index = None if index is None else index.to(self.device)
             prediction = batched_predict(self.layout, genomes, x, self._chunk(genomes), index)
-        return mape(prediction.cpu(), y)
+        return absolute_percentage_errors(prediction.cpu(), y)
+
+    def example_losses(self, genomes: Tensor, batch: Batch, start: int, stop: int) -> Tensor:
+        """Absolute percentage errors (P, stop - start) on events [start, stop) of ``batch``."""
+        if not isinstance(batch, Minibatch):
+            x, y = batch
+            batch = Minibatch(x, torch.arange(x.shape[0]), y)
+        part = Minibatch(batch.source, batch.index[start:stop], batch.y[start:stop])
+        return self._predict_errors(genomes, part)
 
     def loss(self, genome: Tensor, batch: Batch) -> Tensor:
         x, y = batch

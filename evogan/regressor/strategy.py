@@ -65,6 +65,8 @@ def build_strategy(
         "epoch_report": epoch_report,
         "adaptation": adaptation(ga),
         "reevaluation_events": ga.reevaluation_events if ga.acceptance == "reevaluate" else None,
+        "reevaluation_first": ga.reevaluation_first,
+        "reevaluation_z": ga.reevaluation_z,
     }
     if ga.strategy == "hybrid":
         return Hybrid(problem, steps=ga.hybrid_steps, lr=ga.hybrid_lr, **common)

@@ -1,0 +1,136 @@
+#!/usr/bin/env python
+"""Time the regressor's batched CPU evaluation in the calls a GA run makes, optionally against
+another checkout of evogan (a kernel change measured against the code before it).
+
+Cases, on sparse shower-like inputs (the kernel has no data-dependent branches):
+
+- generation at the shipped rate: an elite and 8 children at mutation rate 0.01, 128 events;
+- generation at the GA study's rate: the same at rate 0.1 (nearly every filter changes);
+- re-evaluation: a challenger (one child at 0.01) and its elite, 1,024 events;
+- reference fitness: one genome, 5,000 events.
+
+Every round runs each checkout in its own subprocess (one thread), alternating which goes
+first; a case's time is the median of 7 timings of 10 calls. The table gives the median and
+[min, max] over rounds, and the ratio of the medians.
+
+    python scripts/bench_fused_eval.py [--against CHECKOUT] [--rounds 3] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = {  # name: (mutation rate, children, events)
+    "generation at rate 0.01: elite + 8 children, 128 events": (0.01, 8, 128),
+    "generation at rate 0.1: elite + 8 children, 128 events": (0.1, 8, 128),
+    "re-evaluation: elite + challenger, 1,024 events": (0.01, 1, 1024),
+    "reference fitness: 1 genome, 5,000 events": (None, 0, 5000),
+}
+
+
+def worker() -> dict[str, float]:
+    """Milliseconds per call of every case with the evogan importable here."""
+    import torch
+
+    from evogan.engine.operators import point_mutation
+    from evogan.regressor.network import RegressorLayout, batched_predict, initial_weights
+
+    torch.set_num_threads(1)
+    layout = RegressorLayout((1, 51, 25))
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(5000, *layout.input_shape, generator=generator) ** 8
+    elite = initial_weights(layout, 1, generator)[0]
+    times = {}
+    for name, (rate, children, events) in CASES.items():
+        genomes = elite[None]
+        if children:
+            genomes = torch.cat([genomes, point_mutation(elite, children, rate, 0.1, 7, None)])
+        index = torch.randperm(5000, generator=generator)[:events]
+        for _ in range(3):
+            batched_predict(layout, genomes, x, 4, index)
+        timings = []
+        for _ in range(7):
+            start = time.perf_counter()
+            for _ in range(10):
+                batched_predict(layout, genomes, x, 4, index)
+            timings.append((time.perf_counter() - start) / 10 * 1e3)
+        times[name] = statistics.median(timings)
+    return times
+
+
+def run_checkout(root: Path) -> dict[str, float]:
+    environment = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, __file__, "--worker"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+        cwd=root,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+
+
+def table(results: dict[str, list[dict[str, float]]], against: Path | None) -> list[str]:
+    header = "| case | this checkout, ms |"
+    rule = "|---|---|"
+    if against is not None:
+        header += f" {against}, ms | this / that |"
+        rule += "---|---|"
+    lines = [header, rule]
+    for name in CASES:
+        mine = [r[name] for r in results["this"]]
+        line = f"| {name} | {_spread(mine)} |"
+        if against is not None:
+            theirs = [r[name] for r in results["that"]]
+            line += (
+                f" {_spread(theirs)} | {statistics.median(mine) / statistics.median(theirs):.2f} |"
+            )
+        lines.append(line)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--against", type=Path, help="another evogan checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="write the timings and the table as JSON")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker()))
+        return 0
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.against is not None and not (args.against / "evogan" / "__init__.py").is_file():
+        parser.error(f"--against {args.against} holds no evogan package; pass a checkout's root")
+    roots = {"this": REPO} if args.against is None else {"this": REPO, "that": args.against}
+    results: dict[str, list[dict[str, float]]] = {key: [] for key in roots}
+    for round_ in range(args.rounds):
+        order = list(roots) if round_ % 2 == 0 else list(reversed(roots))
+        for key in order:
+            results[key].append(run_checkout(roots[key]))
+            print(f"round {round_ + 1}: {key} done", flush=True)
+    lines = table(results, args.against)
+    print("\n".join(lines))
+    if args.out is not None:
+        from evogan.store import atomic_write
+
+        atomic_write(args.out, json.dumps({"table": lines, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
