@@ -59,12 +59,17 @@ def test_networks_that_do_not_fit_the_input_are_config_errors(options, message) 
         _layout(**options)
 
 
-def test_problem_scores_all_candidates_in_one_call_and_mutates(tmp_path) -> None:
-    layout = _layout()
-    generator = torch.Generator().manual_seed(1)
-    x = torch.rand(40, 1, 51, 25, generator=generator)
+def _summed_energy_problem(events: int, generator: torch.Generator) -> RegressorProblem:
+    """Random images whose target is their summed intensity, batch 16."""
+    x = torch.rand(events, 1, 51, 25, generator=generator)
     y = x.sum(dim=(1, 2, 3)) / 300
-    problem = RegressorProblem(layout, RegressorData(x, y, y * 100), batch_size=16)
+    return RegressorProblem(_layout(), RegressorData(x, y, y * 100), batch_size=16)
+
+
+def test_problem_scores_all_candidates_in_one_call_and_mutates(tmp_path) -> None:
+    generator = torch.Generator().manual_seed(1)
+    problem = _summed_energy_problem(40, generator)
+    layout, x, y = problem.layout, problem.train.x, problem.train.y
     genomes = problem.initial_genomes(6, generator)
     assert torch.all(genomes[:, 200:208] == 0)  # conv biases start at 0 (Table 1)
     fitness = problem.evaluate(genomes, (x, y))
@@ -83,11 +88,9 @@ def test_problem_scores_all_candidates_in_one_call_and_mutates(tmp_path) -> None
 def test_example_losses_are_the_fitness_event_by_event() -> None:
     """A staged re-evaluation scores parts of one sample: the parts' per-event errors are the
     network's, and their mean over the whole sample is the fitness, bit for bit."""
-    layout = _layout()
     generator = torch.Generator().manual_seed(2)
-    x = torch.rand(60, 1, 51, 25, generator=generator)
-    y = x.sum(dim=(1, 2, 3)) / 300
-    problem = RegressorProblem(layout, RegressorData(x, y, y * 100), batch_size=16)
+    problem = _summed_energy_problem(60, generator)
+    layout, x, y = problem.layout, problem.train.x, problem.train.y
     genomes = problem.initial_genomes(2, generator)
     sample = problem.sample(40, generator)
     parts = [problem.example_losses(genomes, sample, a, b) for a, b in ((0, 10), (10, 40))]
