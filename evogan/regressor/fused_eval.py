@@ -101,15 +101,40 @@ def fused_sums(
     ``weight`` (taps, rows) and ``bias`` (rows,) hold one filter per row, rows a multiple of
     LANES (zero rows as padding); ``cells`` (positions,) names each position's pooling cell
     (``tail.shape[1]`` for padding positions); ``tail`` is (tails, pooling cells, LANES) and
-    ``tail_vector`` (tails,) ascending; ``x`` is (events, C, H, W) float32.
+    ``tail_vector`` (tails,) ascending; ``x`` is (events, C, H, W) float32. Long because
+    the C kernel reads every table without bounds checks, so each is checked here first.
     """
     library = kernel()
     if library is None:
         raise RuntimeError("the fused evaluation kernel is not available")
-    _check_tables(x, weight, bias, positions, cells, taps, tail, tail_vector)
-    rows, count, pooled = weight.shape[1], positions.shape[0], tail.shape[1]
-    quads = _in_runs_of_four(cells, pooled)
+    rows, count = weight.shape[1], positions.shape[0]
+    if rows % LANES or count % POSITION_BLOCK:
+        raise ValueError(f"rows and positions must be padded, got {rows} and {count}")
+    shapes = (x.dim(), weight.shape[0], bias.shape, cells.shape, tail.dim(), tail_vector.dim())
+    if shapes != (4, taps.shape[0], (rows,), (count,), 3, 1) or tail.shape[::2] != (
+        tail_vector.shape[0],
+        LANES,
+    ):
+        raise ValueError(f"inconsistent shapes (x dims, taps, bias, cells, tail): {shapes}")
+    floats = (x, weight, bias, tail)
+    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in floats) or any(
+        t.dtype != torch.int32 for t in (positions, cells, taps, tail_vector)
+    ):
+        raise ValueError("the fused kernel takes float32 CPU tensors and int32 offset tables")
     stride = x[0].numel() if x.shape[0] else 0
+    if x.shape[0] and int(positions.max()) + int(taps.max()) >= stride:
+        raise ValueError(f"offset tables reach beyond an event of {tuple(x.shape[1:])}")
+    pooled = tail.shape[1]
+    if count and not 0 <= int(cells.min()) <= int(cells.max()) <= pooled:
+        raise ValueError(f"pooling cells must lie in [0, {pooled}]")
+    vectors = tail_vector.to(torch.int64)
+    if vectors.numel() and (
+        int(vectors.min()) < 0
+        or int(vectors.max()) >= rows // LANES
+        or bool((vectors.diff() < 0).any())
+    ):
+        raise ValueError(f"tail vectors must be ascending and below {rows // LANES}")
+    quads = _in_runs_of_four(cells, pooled)
     x = x.contiguous()
     tensors = (weight, bias, positions, cells, taps, tail, tail_vector)
     weight, bias, positions, cells, taps, tail, tail_vector = (t.contiguous() for t in tensors)
@@ -144,46 +169,6 @@ def _in_runs_of_four(cells: Tensor, pooled: int) -> bool:
     first = runs[:, 0]
     distinct = (first[1:] > first[:-1]) | (first[1:] == pooled)
     return bool((runs == first[:, None]).all() and distinct.all())
-
-
-def _check_tables(
-    x: Tensor,
-    weight: Tensor,
-    bias: Tensor,
-    positions: Tensor,
-    cells: Tensor,
-    taps: Tensor,
-    tail: Tensor,
-    tail_vector: Tensor,
-) -> None:
-    """A ValueError naming the first argument of :func:`fused_sums` the kernel would misread."""
-    rows, count = weight.shape[1], positions.shape[0]
-    if rows % LANES or count % POSITION_BLOCK:
-        raise ValueError(f"rows and positions must be padded, got {rows} and {count}")
-    shapes = (x.dim(), weight.shape[0], bias.shape, cells.shape, tail.dim(), tail_vector.dim())
-    if shapes != (4, taps.shape[0], (rows,), (count,), 3, 1) or tail.shape[::2] != (
-        tail_vector.shape[0],
-        LANES,
-    ):
-        raise ValueError(f"inconsistent shapes (x dims, taps, bias, cells, tail): {shapes}")
-    floats = (x, weight, bias, tail)
-    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in floats) or any(
-        t.dtype != torch.int32 for t in (positions, cells, taps, tail_vector)
-    ):
-        raise ValueError("the fused kernel takes float32 CPU tensors and int32 offset tables")
-    stride = x[0].numel() if x.shape[0] else 0
-    if x.shape[0] and int(positions.max()) + int(taps.max()) >= stride:
-        raise ValueError(f"offset tables reach beyond an event of {tuple(x.shape[1:])}")
-    pooled = tail.shape[1]
-    if count and not 0 <= int(cells.min()) <= int(cells.max()) <= pooled:
-        raise ValueError(f"pooling cells must lie in [0, {pooled}]")
-    vectors = tail_vector.to(torch.int64)
-    if vectors.numel() and (
-        int(vectors.min()) < 0
-        or int(vectors.max()) >= rows // LANES
-        or bool((vectors.diff() < 0).any())
-    ):
-        raise ValueError(f"tail vectors must be ascending and below {rows // LANES}")
 
 
 def filter_sums(
