@@ -244,8 +244,12 @@ def test_kernel_sums_equal_torch_path_sums_per_filter() -> None:
         fused_eval.filter_sums(views, x, layout.pool, torch.tensor([5]))
 
 
-@needs_compiler
-def test_no_candidates_or_no_events_give_empty_predictions() -> None:
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_no_candidates_or_no_events_give_empty_predictions(
+    native, fresh_kernel, monkeypatch
+) -> None:
+    """An island rank whose share of a re-evaluated pair is empty scores nothing, on any path."""
+    monkeypatch.setenv("EVOGAN_NATIVE", native)
     layout = _layout()
     weights, x = _draw(layout, 2, 5)
     assert batched_predict(layout, weights[:0], x).shape == (0, 5)

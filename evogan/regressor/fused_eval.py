@@ -185,9 +185,6 @@ def filter_sums(
     """
     weight = views["conv.weight"]
     count, filters = weight.shape[:2]
-    events = x.shape[0] if index is None else index.numel()
-    if count == 0:
-        return x.new_zeros(0, events)
     pairs, lanes = count * filters, LANES
     filter_rows = weight.reshape(count, filters, -1)
     if "conv.bias" in views:

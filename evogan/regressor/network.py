@@ -215,6 +215,8 @@ def batched_predict(
         raise ValueError(
             f"x must be (B, {', '.join(map(str, layout.input_shape))}), got {tuple(x.shape)}"
         )
+    if genomes.shape[0] == 0:  # an island rank whose share of the candidates is empty
+        return x.new_zeros(0, x.shape[0] if index is None else index.numel())
     if _fused_applies(layout, genomes, x):
         per_filter = fused_eval.filter_sums(views, x, layout.pool, index)  # x[index] in place
     elif _gpu_applies(layout, genomes, x):
