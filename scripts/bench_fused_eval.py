@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_peers import _spread
+
 REPO = Path(__file__).resolve().parents[1]
 CASES = {  # name: (mutation rate, children, events)
     "generation at rate 0.01: elite + 8 children, 128 events": (0.01, 8, 128),
@@ -34,6 +36,7 @@ CASES = {  # name: (mutation rate, children, events)
     "re-evaluation: elite + challenger, 1,024 events": (0.01, 1, 1024),
     "reference fitness: 1 genome, 5,000 events": (None, 0, 5000),
 }
+MS = "{:.3f}".format
 
 
 def worker() -> dict[str, float]:
@@ -79,10 +82,6 @@ def run_checkout(root: Path) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
-
-
 def table(results: dict[str, list[dict[str, float]]], against: Path | None) -> list[str]:
     header = "| case | this checkout, ms |"
     rule = "|---|---|"
@@ -92,12 +91,11 @@ def table(results: dict[str, list[dict[str, float]]], against: Path | None) -> l
     lines = [header, rule]
     for name in CASES:
         mine = [r[name] for r in results["this"]]
-        line = f"| {name} | {_spread(mine)} |"
+        line = f"| {name} | {_spread(mine, MS)} |"
         if against is not None:
             theirs = [r[name] for r in results["that"]]
-            line += (
-                f" {_spread(theirs)} | {statistics.median(mine) / statistics.median(theirs):.2f} |"
-            )
+            ratio = statistics.median(mine) / statistics.median(theirs)
+            line += f" {_spread(theirs, MS)} | {ratio:.2f} |"
         lines.append(line)
     return lines
 

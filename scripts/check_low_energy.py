@@ -27,6 +27,7 @@ from evogan.config import load_config
 from evogan.config.data import DataConfig
 from evogan.data.transforms import load_regressor_data
 from evogan.errors import EvoganError
+from evogan.regressor.data import absolute_percentage_errors
 from evogan.regressor.network import load_regressor
 from evogan.store import atomic_write
 
@@ -71,7 +72,7 @@ def score(run: Path, low: float, high: float, events: int) -> dict:
     x, energy = fresh_showers(cfg.data)
     with torch.no_grad():
         predicted = load_regressor(model_path).eval()(x).reshape(-1) * cfg.data.energy_scale
-    relative = ((predicted - energy).abs() / energy).double()
+    relative = absolute_percentage_errors(predicted, energy).double()
     return {
         "run": str(run),
         "range_gev": [low, high],

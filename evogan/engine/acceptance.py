@@ -66,9 +66,7 @@ class Reevaluation:
         self.evaluations += 2
         self.last_sample = sample
         self.last_examples = self.events
-        head = None
-        if self.first:
-            head = self.problem.example_losses(pair, sample, 0, self.first)
+        head = self.problem.example_losses(pair, sample, 0, self.first) if self.first else None
         if head is None:
             fitness = rank_safe(self.problem.evaluate(pair, sample))
             return bool(fitness[0] < fitness[1])
