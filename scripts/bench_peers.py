@@ -13,8 +13,14 @@ one seed), with one thread, in its own subprocess, for a budget of training seco
 - evogan, step schedule: the engine with the GA study's rate decay at epochs 10 and 20 from
   the same rate;
 - evogan, default: the engine as configs/regressor_ga.yaml ships it (rate 0.01, the success
-  rule on the power and noise-aware acceptance);
-- RMSprop (lr 1e-3), plain torch.
+  rule on the power, noise-aware acceptance and the least-squares readout start);
+- evogan, default with the drawn readout: the same from the GA study's random readout;
+- RMSprop (lr 1e-3), plain torch;
+- RMSprop, least-squares start: plain torch from the shipped readout start, at lr 1e-4 (at
+  1e-3 its first steps throw the start away).
+
+The peers' algorithm rows (constant, step schedule) start from the drawn readout as the peers
+do. The least-squares fit is part of the first step and counts as training time.
 
 Propulate is not installed here and is left out. The clock runs only in training steps; the
 test MAPE of the current best is measured between steps (geometric spacing, 10% apart) and
@@ -44,6 +50,7 @@ from evogan.engine import torch_generator
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
 from evogan.regressor.network import RegressorLayout, functional_forward, initial_weights
 from evogan.regressor.problem import Minibatch, RegressorProblem
+from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.strategy import build_strategy
 
 SEED = 0
@@ -56,16 +63,20 @@ EVOGAN = {  # "{rate}" is the harness's --rate
         "ga.rate_schedule=constant",
         "ga.step_adaptation=none",
         "ga.acceptance=minibatch",
+        "model.readout=random",
     ],
     "evogan, step schedule": [
         "ga.mutation_rate={rate}",
         "ga.rate_schedule=step",
         "ga.step_adaptation=none",
         "ga.acceptance=minibatch",
+        "model.readout=random",
     ],
+    "evogan, default with the drawn readout": ["model.readout=random"],
     "evogan, default": [],
 }
-NAMES = ["plain torch loop", "DEAP", *EVOGAN, "RMSprop"]
+RMSPROP = {"RMSprop": (1e-3, False), "RMSprop, least-squares start": (1e-4, True)}
+NAMES = ["plain torch loop", "DEAP", *EVOGAN, *RMSPROP]
 Setup = tuple[RegressorLayout, RegressorData, RegressorData]
 Build = Callable[[Setup, float], tuple[Callable[[], None], Callable[[], torch.Tensor]]]
 
@@ -162,7 +173,13 @@ def evogan_engine(overrides: list[str]) -> Build:
     def build(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
         layout, train, _ = setup
         cfg = load_config(CONFIGS["ga"], [line.format(rate=rate) for line in overrides])
-        problem = RegressorProblem(layout, train, batch_size=128, eval_block=cfg.ga.eval_block)
+        problem = RegressorProblem(
+            layout,
+            train,
+            batch_size=128,
+            eval_block=cfg.ga.eval_block,
+            readout=ReadoutStart.from_config(cfg.model),
+        )
         strategy = build_strategy(cfg, problem)
         batches = minibatches(train)
 
@@ -175,28 +192,40 @@ def evogan_engine(overrides: list[str]) -> Build:
     return build
 
 
-def rmsprop(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
-    """RMSprop (lr 1e-3) on the MAPE loss, plain torch (``rate`` does not apply)."""
-    del rate
-    layout, train, _ = setup
-    weights = torch.nn.Parameter(initial_weights(layout, 1, torch.Generator().manual_seed(SEED))[0])
-    optimizer = torch.optim.RMSprop([weights], lr=1e-3)
-    batches = minibatches(train)
+def rmsprop(lr: float, fitted: bool) -> Build:
+    """RMSprop on the MAPE loss, plain torch (the peers' ``rate`` does not apply); ``fitted``
+    starts from the shipped least-squares readout, fitted in the first step."""
 
-    def step() -> None:
-        _, index = next(batches)
-        optimizer.zero_grad(set_to_none=True)
-        mape(functional_forward(layout, weights, train.x[index]), train.y[index]).backward()
-        optimizer.step()
+    def build(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+        del rate
+        layout, train, _ = setup
+        generator = torch.Generator().manual_seed(SEED)
+        weights = torch.nn.Parameter(initial_weights(layout, 1, generator)[0])
+        optimizer = torch.optim.RMSprop([weights], lr=lr)
+        batches = minibatches(train)
+        start = ReadoutStart.from_config(load_config(CONFIGS["ga"]).model) if fitted else None
 
-    return step, lambda: weights.detach()
+        def step() -> None:
+            nonlocal start
+            if start is not None:
+                with torch.no_grad():
+                    weights.copy_(start.apply(layout, weights.reshape(1, -1), train, generator)[0])
+                start = None
+            _, index = next(batches)
+            optimizer.zero_grad(set_to_none=True)
+            mape(functional_forward(layout, weights, train.x[index]), train.y[index]).backward()
+            optimizer.step()
+
+        return step, lambda: weights.detach()
+
+    return build
 
 
 IMPLEMENTATIONS: dict[str, Build] = {
     "plain torch loop": plain_loop,
     "DEAP": deap_toolbox,
     **{name: evogan_engine(overrides) for name, overrides in EVOGAN.items()},
-    "RMSprop": rmsprop,
+    **{name: rmsprop(lr, fitted) for name, (lr, fitted) in RMSPROP.items()},
 }
 
 
@@ -253,7 +282,7 @@ def table(results: list[dict], seconds: float, rounds: int, rate: float) -> list
         to_target = _spread(reached, lambda v: f"{v:.2f}")
         if len(reached) < len(mine):
             to_target += f" ({len(mine) - len(reached)} of {len(mine)} not reached)"
-        unit = " steps/s" if name == "RMSprop" else ""
+        unit = " steps/s" if name in RMSPROP else ""
         rate = _spread([r["per_s"] for r in mine], lambda v: f"{v:.1f}") + unit
         final = _spread([r["test_mape"] for r in mine], lambda v: _pct(v).replace(".00", ".0"))
         lines.append(f"| {name} | {rate} | {final} | {to_target} |")

@@ -13,16 +13,16 @@ from evogan.islands.lineage import Lineage, Rebuilder, rebuild
 from evogan.regressor.data import RegressorData
 from evogan.regressor.network import RegressorLayout
 from evogan.regressor.problem import RegressorProblem
+from evogan.regressor.readout import ReadoutStart
 
 
-def _problem(mutation: str = "add") -> RegressorProblem:
+def _problem(mutation: str = "add", readout: ReadoutStart | None = None) -> RegressorProblem:
     generator = torch.Generator().manual_seed(0)
     x = torch.rand(64, 1, 12, 12, generator=generator)
     energy = x.sum(dim=(1, 2, 3))
     layout = RegressorLayout.from_config(RegressorModelConfig(filters=4, kernel=3), (1, 12, 12))
-    return RegressorProblem(
-        layout, RegressorData(x, energy / 50, energy), batch_size=16, mutation=mutation
-    )
+    data = RegressorData(x, energy / 50, energy)
+    return RegressorProblem(layout, data, batch_size=16, mutation=mutation, readout=readout)
 
 
 def _evolved(problem: RegressorProblem, epochs: int = 6) -> Island:
@@ -34,15 +34,22 @@ def _evolved(problem: RegressorProblem, epochs: int = 6) -> Island:
     return island
 
 
-@pytest.mark.parametrize("mutation", ["add", "replace"])
-def test_lineage_rebuilds_the_elite_bit_for_bit(mutation: str) -> None:
-    problem = _problem(mutation)
-    island = _evolved(problem)
+@pytest.mark.parametrize(
+    ("mutation", "readout"),
+    [
+        ("add", None),
+        ("replace", None),
+        ("add", ReadoutStart(8, 0.1)),
+    ],  # a start the GA still improves,
+)
+def test_lineage_rebuilds_the_elite_bit_for_bit(mutation: str, readout) -> None:
+    island = _evolved(_problem(mutation, readout), epochs=6 if readout is None else 20)
     lineage = island.elite_lineage
     assert lineage is not None and len(lineage) > 3  # the elite improved several times
-    assert torch.equal(rebuild(problem, lineage), island.strategy.elite)
+    receiver = _problem(mutation, readout)  # another rank's problem refits the initial draw
+    assert torch.equal(rebuild(receiver, lineage), island.strategy.elite)
     elite = island.strategy.elite
-    assert torch.equal(rebuild(problem, Lineage.from_bytes(lineage.to_bytes())), elite)
+    assert torch.equal(rebuild(receiver, Lineage.from_bytes(lineage.to_bytes())), elite)
 
 
 def test_lineage_bytes_round_trip_and_size() -> None:

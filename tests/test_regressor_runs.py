@@ -232,15 +232,18 @@ def test_adaptive_ga_resumed_mid_epoch_ends_bit_identical(runs) -> None:
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs) -> None:
+@pytest.mark.parametrize("readout", ["random", "least_squares"])
+def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs, readout) -> None:
     """Noise-aware acceptance keeps the old elite although a child won on the minibatch: the
-    elite's lineage must follow the kept row, or a replayed migrant differs from the sent one."""
+    elite's lineage must follow the kept row, or a replayed migrant differs from the sent one.
+    A least-squares start is refitted where a lineage is replayed: to the same bits."""
     root, config, _ = runs
     best = []
     for send in ("lineage", "weights"):
-        run = root / f"islands-{send}"
+        run = root / f"islands-{readout}-{send}"
         sync = ["migration.mode=sync", "migration.interval=2", f"migration.send={send}"]
-        args = [f"--set={item}" for item in [*ADAPTIVE, *sync]]
+        start = [f"model.readout={readout}", "model.readout_events=64"]
+        args = [f"--set={item}" for item in [*ADAPTIVE, *start, *sync]]
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
             command = ["-m", "evogan", "evolve", str(config), "--run-dir", str(run), *args]
@@ -260,6 +263,8 @@ def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs) -
         ("model.kernel=40", "model.kernel must not exceed the input size 51x25"),
         ("ga.adaptation_factor=1", "ga.adaptation_factor = 1 is not allowed"),
         ("ga.adaptation_min=2", "ga.adaptation_min = 2 is not allowed"),
+        ("model.readout_ridge=0", "model.readout_ridge = 0 is not allowed"),
+        ("model.readout=fitted", "model.readout = 'fitted' is not allowed"),
     ],
 )
 def test_impossible_settings_fail_in_one_line_before_any_work(runs, override, message) -> None:

@@ -24,6 +24,9 @@ class RegressorModelConfig(StrictModel):
     pool: PositiveInt = 2
     pooling: Literal["avg", "max"] = "avg"
     bias: bool = True
+    readout: Literal["random", "least_squares"] = "random"
+    readout_events: PositiveInt = 1024
+    readout_ridge: float = Field(default=1e-4, gt=0)
 
 
 class GAConfig(StrictModel):

@@ -30,6 +30,7 @@ from evogan.islands.state import CheckpointWriter, read_state
 from evogan.regressor import island_report as report
 from evogan.regressor.data import RegressorData, load_and_check
 from evogan.regressor.problem import RegressorProblem
+from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run
 from evogan.regressor.strategy import build_strategy, method_name, schedules
 from evogan.store import MetricsWriter, RunDir
@@ -73,6 +74,7 @@ class IslandRun:
             replace_sigma=cfg.ga.replace_sigma,
             eval_block=cfg.ga.eval_block,
             device=rank_gpu(world) if cfg.ga.device == "cuda" else "cpu",
+            readout=ReadoutStart.from_config(cfg.model),
         )
         session = IslandSession(world, cfg.islands.ranks_per_island, agreement=cfg.migration.mode)
         try:

@@ -183,12 +183,18 @@ class RegressorNet(nn.Module):
         return flatten(self.layout, dict(self.state_dict())).detach().clone()
 
 
-def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
-    """Differentiable forward of one genome (size,) on x (B, C, H, W) -> (B,)."""
+def pooled_features(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
+    """The linear layer's input (B, features) of one genome (size,) on x (B, C, H, W)."""
     views = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
     hidden = F.relu(F.conv2d(x, views["conv.weight"], views.get("conv.bias")))
     pool = F.avg_pool2d if layout.pooling == "avg" else F.max_pool2d
-    hidden = pool(hidden, layout.pool).flatten(1)
+    return pool(hidden, layout.pool).flatten(1)
+
+
+def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
+    """Differentiable forward of one genome (size,) on x (B, C, H, W) -> (B,)."""
+    views = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
+    hidden = pooled_features(layout, genome, x)
     return F.linear(hidden, views["linear.weight"], views.get("linear.bias")).squeeze(1)
 
 

@@ -22,6 +22,7 @@ from evogan.regressor.network import (
     functional_forward,
     initial_weights,
 )
+from evogan.regressor.readout import ReadoutStart
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,9 @@ class RegressorProblem(DifferentiableProblem):
     """Weights of :class:`~evogan.regressor.network.RegressorNet` as genomes (rows of a tensor).
 
     Initial genomes draw each weight from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with biases 0
-    (Table 1 of the GA study). Mutation is point mutation (``add``) or redrawing (``replace``).
+    (Table 1 of the GA study); with ``readout`` their linear layers are then fitted by least
+    squares (:mod:`evogan.regressor.readout`). Mutation is point mutation (``add``) or
+    redrawing (``replace``).
     ``eval_block`` (event, genome) pairs go through the network per block (cache blocking).
     Minibatches are a fresh permutation of the training set every epoch, full batches only, so
     every generation's fitness is over the same number of events. With ``device="cuda"`` the
@@ -63,6 +66,7 @@ class RegressorProblem(DifferentiableProblem):
         replace_sigma: float = 0.1,
         eval_block: int = 36,
         device: str = "cpu",
+        readout: ReadoutStart | None = None,
     ) -> None:
         if not 1 <= batch_size <= len(train):
             raise ConfigError(
@@ -77,6 +81,7 @@ class RegressorProblem(DifferentiableProblem):
         self.mutation = mutation
         self.replace_sigma = replace_sigma
         self.eval_block = eval_block
+        self.readout = readout
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError(
@@ -85,7 +90,10 @@ class RegressorProblem(DifferentiableProblem):
         self._device_x = train.x.to(self.device)
 
     def initial_genomes(self, count: int, generator: torch.Generator) -> Tensor:
-        return initial_weights(self.layout, count, generator)
+        genomes = initial_weights(self.layout, count, generator)
+        if self.readout is None:
+            return genomes
+        return self.readout.apply(self.layout, genomes, self.train, generator)
 
     def mutate(
         self,
