@@ -1,0 +1,84 @@
+#!/usr/bin/env python
+"""How good the least-squares readout start is before any training, and what it costs.
+
+For each (events, ridge) pair and seed, draws the initial network as a run with that seed
+would (``model.readout: least_squares``), fits its readout, and reports the test MAPE of the
+start (and of the drawn readout for comparison) with the fit's seconds. Use it to choose
+``model.readout_events`` and ``model.readout_ridge`` for your data (a config with
+``data.files`` reads your files).
+
+    python scripts/readout_start.py configs/regressor_ga.yaml [--events 256 1024]
+        [--ridge 1e-4 1e-3] [--seeds 5] [--set KEY=VALUE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+from evogan.config import load_config
+from evogan.engine import Streams
+from evogan.errors import EvoganError
+from evogan.regressor.data import load_and_check, mape
+from evogan.regressor.network import RegressorLayout, batched_predict, initial_weights
+from evogan.regressor.readout import ReadoutStart
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}% [{min(values):.2f}%, {max(values):.2f}%]"
+
+
+def start_errors(
+    layout: RegressorLayout, data: tuple, start: ReadoutStart | None, seeds: int
+) -> tuple[list[float], list[float]]:
+    """Test MAPE (%) of each seed's start, and the seconds its fit took."""
+    train, test = data
+    errors, seconds = [], []
+    for seed in range(seeds):
+        init = Streams.derive(seed).init
+        genomes = initial_weights(layout, 1, init)
+        began = time.perf_counter()
+        if start is not None:
+            genomes = start.apply(layout, genomes, train, init)
+        seconds.append(time.perf_counter() - began)
+        prediction = batched_predict(layout, genomes, test.x)
+        errors.append(100 * float(mape(prediction, test.y)[0]))
+    return errors, seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("config")
+    parser.add_argument("--events", nargs="+", type=int, default=[256, 1024])
+    parser.add_argument("--ridge", nargs="+", type=float, default=[1e-4, 1e-3])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args(argv)
+    if min(args.events) < 1 or min(args.ridge) <= 0 or args.seeds < 1:
+        parser.error("--events and --seeds need at least 1, --ridge values above 0")
+    torch.set_num_threads(1)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        layout, train, test = load_and_check(cfg, 1, announce=lambda line: None)
+    except EvoganError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(train)} training, {len(test)} test events; seeds 0-{args.seeds - 1}; one thread")
+    print("\n| start | test MAPE, median [min, max] | fit seconds (median) |\n|---|---|---|")
+    drawn, _ = start_errors(layout, (train, test), None, args.seeds)
+    print(f"| drawn readout | {_spread(drawn)} | - |")
+    for events in args.events:
+        for ridge in args.ridge:
+            start = ReadoutStart(events, ridge)
+            errors, seconds = start_errors(layout, (train, test), start, args.seeds)
+            name = f"fitted, {events} events, ridge {ridge:g}"
+            print(f"| {name} | {_spread(errors)} | {statistics.median(seconds):.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
