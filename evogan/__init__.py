@@ -35,6 +35,7 @@ _LAZY = {
     "mape": "evogan.regressor.data",
     "train_regressor": "evogan.regressor.rmsprop",
     "train_rmsprop": "evogan.regressor.rmsprop",
+    "ReadoutStart": "evogan.regressor.readout",
     # the 3DGAN task
     "GanSpec": "evogan.gan3d.spec",
     "GanTrainer": "evogan.gan3d.trainer",
