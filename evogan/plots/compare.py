@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from evogan.plots import save_figure
 from evogan.plots.runs import run_colours
@@ -60,6 +61,17 @@ def _label(record: RunRecord) -> str:
     return record.method if record.label == record.method else f"{record.method} ({record.label})"
 
 
+def _percent_log_axis(axis: Axes) -> None:
+    """A log test-loss axis labelled at 1, 1.5, 2, 3 and 5 of every decade in plain numbers: runs
+    that end between 1% and 2% get labels there, not only at powers of ten."""
+    axis.set_ylabel("test loss: relative error [%]")
+    axis.set_yscale("log")
+    axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 1.5, 2.0, 3.0, 5.0)))
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.yaxis.set_minor_formatter(NullFormatter())
+    axis.grid(True, which="both", alpha=0.3)
+
+
 def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
     """Test MAPE of each run against epoch and against training time."""
     fig = Figure(figsize=(11, 4.2), layout="constrained")
@@ -74,9 +86,7 @@ def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
         by_time.plot(seconds, loss, **style)
     for axis, xlabel in ((by_epoch, "epoch"), (by_time, "training time [s]")):
         axis.set_xlabel(xlabel)
-        axis.set_ylabel("test loss: relative error [%]")
-        axis.set_yscale("log")
-        axis.grid(True, which="both", alpha=0.3)
+        _percent_log_axis(axis)
         axis.axhline(10, color="grey", ls="--", lw=0.8)
         axis.axhline(5, color="grey", ls=":", lw=0.8)
     by_epoch.legend(fontsize=8)
@@ -113,9 +123,7 @@ def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
         )
         axis.set_title(f"{_label(record)}: {len(record.islands)} islands")
         axis.set_xlabel("epoch")
-        axis.set_ylabel("test loss: relative error [%]")
-        axis.set_yscale("log")
-        axis.grid(True, which="both", alpha=0.3)
+        _percent_log_axis(axis)
         axis.legend(fontsize=7, ncol=2 if len(record.islands) > 8 else 1)
     return save_figure(fig, path)
 
