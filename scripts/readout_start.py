@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """How good the least-squares readout start is before any training, and what it costs.
 
-For each (events, ridge) pair and seed, draws the initial network as a run with that seed
-would (``model.readout: least_squares``), fits its readout, and reports the test MAPE of the
-start (and of the drawn readout for comparison) with the fit's seconds. Use it to choose
-``model.readout_events`` and ``model.readout_ridge`` for your data (a config with
-``data.files`` reads your files).
+For each (events, ridge) pair and seed, draws the initial network as ``evogan train`` with
+that seed would, fits its readout (``model.readout: least_squares``), and reports the test
+MAPE of the start with the fit's seconds; for comparison, the drawn readout and a calibration
+(the energy linear in the summed deposit, fitted on the whole training set for relative
+error). Use it to choose ``model.readout_events`` and ``model.readout_ridge`` for your data
+(a config with ``data.files`` reads your files).
 
     python scripts/readout_start.py configs/regressor_ga.yaml [--events 256 1024]
         [--ridge 1e-4 1e-3] [--seeds 5] [--set KEY=VALUE ...]
@@ -23,9 +24,9 @@ import torch
 from evogan.config import load_config
 from evogan.engine import Streams
 from evogan.errors import EvoganError
-from evogan.regressor.data import load_and_check, mape
+from evogan.regressor.data import RegressorData, load_and_check, mape
 from evogan.regressor.network import RegressorLayout, batched_predict, initial_weights
-from evogan.regressor.readout import ReadoutStart
+from evogan.regressor.readout import ReadoutStart, relative_ridge
 
 
 def _spread(values: list[float]) -> str:
@@ -50,6 +51,17 @@ def start_errors(
     return errors, seconds
 
 
+def calibration_error(train: RegressorData, test: RegressorData) -> float:
+    """Test MAPE (%) of energy = a * (summed deposit) + b, fitted for relative error."""
+
+    def with_offset(data: RegressorData) -> torch.Tensor:
+        deposit = data.x.flatten(1).sum(dim=1, keepdim=True)
+        return torch.cat([deposit, torch.ones_like(deposit)], dim=1)
+
+    weights = relative_ridge(with_offset(train), train.y, ridge=1e-12).float()
+    return 100 * float(mape(with_offset(test) @ weights, test.y))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config")
@@ -71,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| start | test MAPE, median [min, max] | fit seconds (median) |\n|---|---|---|")
     drawn, _ = start_errors(layout, (train, test), None, args.seeds)
     print(f"| drawn readout | {_spread(drawn)} | - |")
+    print(
+        f"| calibration: linear in the summed deposit | {calibration_error(train, test):.2f}% | - |"
+    )
     for events in args.events:
         for ridge in args.ridge:
             start = ReadoutStart(events, ridge)
