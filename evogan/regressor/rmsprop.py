@@ -2,9 +2,10 @@
 
 It trains the network on the regressor data directly, not through the GA's problem adapter.
 Initial weights come from the same initialisation as the GA's genomes, drawn from the same
-(seed, "init") stream, and minibatches from the same per-epoch permutation, so the two methods
-start from the same point and see the same batches. Each optimiser step writes a ``step``
-record (its loss); each epoch an ``epoch`` record like the GA's.
+(seed, "init") stream (with the same least-squares readout start when ``model.readout`` asks
+for it), and minibatches from the same per-epoch permutation, so the two methods start from the
+same point and see the same batches. Each optimiser step writes a ``step`` record (its loss);
+each epoch an ``epoch`` record like the GA's.
 """
 
 from __future__ import annotations
