@@ -20,6 +20,7 @@ import sys
 import time
 
 import torch
+from bench_peers import _spread
 
 from evogan.config import load_config
 from evogan.engine import Streams
@@ -28,9 +29,7 @@ from evogan.regressor.data import RegressorData, load_and_check, mape
 from evogan.regressor.network import RegressorLayout, batched_predict, initial_weights
 from evogan.regressor.readout import ReadoutStart, relative_ridge
 
-
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f}% [{min(values):.2f}%, {max(values):.2f}%]"
+PERCENT = "{:.2f}%".format
 
 
 def start_errors(
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(train)} training, {len(test)} test events; seeds 0-{args.seeds - 1}; one thread")
     print("\n| start | test MAPE, median [min, max] | fit seconds (median) |\n|---|---|---|")
     drawn, _ = start_errors(layout, (train, test), None, args.seeds)
-    print(f"| drawn readout | {_spread(drawn)} | - |")
+    print(f"| drawn readout | {_spread(drawn, PERCENT)} | - |")
     print(
         f"| calibration: linear in the summed deposit | {calibration_error(train, test):.2f}% | - |"
     )
@@ -91,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             start = ReadoutStart(events, ridge)
             errors, seconds = start_errors(layout, (train, test), start, args.seeds)
             name = f"fitted, {events} events, ridge {ridge:g}"
-            print(f"| {name} | {_spread(errors)} | {statistics.median(seconds):.3f} |")
+            print(f"| {name} | {_spread(errors, PERCENT)} | {statistics.median(seconds):.3f} |")
     return 0
 
 

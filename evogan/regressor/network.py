@@ -183,19 +183,27 @@ class RegressorNet(nn.Module):
         return flatten(self.layout, dict(self.state_dict())).detach().clone()
 
 
-def pooled_features(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
-    """The linear layer's input (B, features) of one genome (size,) on x (B, C, H, W)."""
-    views = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
-    hidden = F.relu(F.conv2d(x, views["conv.weight"], views.get("conv.bias")))
+def _tensors(layout: RegressorLayout, genome: Tensor) -> dict[str, Tensor]:
+    """Views of one genome (size,) as the network's tensors."""
+    return {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
+
+
+def _pooled(layout: RegressorLayout, tensors: dict[str, Tensor], x: Tensor) -> Tensor:
+    hidden = F.relu(F.conv2d(x, tensors["conv.weight"], tensors.get("conv.bias")))
     pool = F.avg_pool2d if layout.pooling == "avg" else F.max_pool2d
     return pool(hidden, layout.pool).flatten(1)
 
 
+def pooled_features(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
+    """The linear layer's input (B, features) of one genome (size,) on x (B, C, H, W)."""
+    return _pooled(layout, _tensors(layout, genome), x)
+
+
 def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
     """Differentiable forward of one genome (size,) on x (B, C, H, W) -> (B,)."""
-    views = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
-    hidden = pooled_features(layout, genome, x)
-    return F.linear(hidden, views["linear.weight"], views.get("linear.bias")).squeeze(1)
+    tensors = _tensors(layout, genome)
+    hidden = _pooled(layout, tensors, x)
+    return F.linear(hidden, tensors["linear.weight"], tensors.get("linear.bias")).squeeze(1)
 
 
 def batched_predict(

@@ -20,9 +20,8 @@ from evogan.regressor.network import (
     RegressorLayout,
     batched_predict,
     functional_forward,
-    initial_weights,
 )
-from evogan.regressor.readout import ReadoutStart
+from evogan.regressor.readout import ReadoutStart, initial_networks
 
 
 @dataclass(frozen=True)
@@ -90,10 +89,7 @@ class RegressorProblem(DifferentiableProblem):
         self._device_x = train.x.to(self.device)
 
     def initial_genomes(self, count: int, generator: torch.Generator) -> Tensor:
-        genomes = initial_weights(self.layout, count, generator)
-        if self.readout is None:
-            return genomes
-        return self.readout.apply(self.layout, genomes, self.train, generator)
+        return initial_networks(self.layout, count, generator, self.train, self.readout)
 
     def mutate(
         self,

@@ -17,7 +17,12 @@ from torch import Tensor
 
 from evogan.config.regressor import RegressorModelConfig
 from evogan.regressor.data import RegressorData
-from evogan.regressor.network import RegressorLayout, pooled_features, unflatten
+from evogan.regressor.network import (
+    RegressorLayout,
+    initial_weights,
+    pooled_features,
+    unflatten,
+)
 
 
 def relative_ridge(features: Tensor, target: Tensor, ridge: float) -> Tensor:
@@ -104,3 +109,18 @@ class ReadoutStart:
             train.y.index_select(0, index),
             self.ridge,
         )
+
+
+def initial_networks(
+    layout: RegressorLayout,
+    count: int,
+    generator: torch.Generator,
+    train: RegressorData,
+    readout: ReadoutStart | None,
+) -> Tensor:
+    """``count`` genomes drawn as the GA study draws them, their readouts fitted on ``train``
+    when ``readout`` is given: the start of the GA, the hybrid and RMSprop alike."""
+    genomes = initial_weights(layout, count, generator)
+    if readout is None:
+        return genomes
+    return readout.apply(layout, genomes, train, generator)

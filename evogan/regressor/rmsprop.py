@@ -11,7 +11,7 @@ each epoch an ``epoch`` record like the GA's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,8 @@ from evogan.distributed.signals import check_stop
 from evogan.engine import Streams
 from evogan.progress import format_seconds
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
-from evogan.regressor.network import RegressorLayout, RegressorNet, batched_predict, initial_weights
-from evogan.regressor.readout import ReadoutStart
+from evogan.regressor.network import RegressorLayout, RegressorNet, batched_predict
+from evogan.regressor.readout import ReadoutStart, initial_networks
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, start_run
 from evogan.store import RunDir
 
@@ -61,7 +61,7 @@ def train_rmsprop(
     epochs: int,
     lr: float,
     streams: Streams,
-    observers: Iterable[Callable[[dict[str, Any]], None]] = (),
+    observers: Sequence[Callable[[dict[str, Any]], None]] = (),
     epoch_report: Callable[[RegressorNet], dict[str, Any]] | None = None,
     readout: ReadoutStart | None = None,
 ) -> TrainResult:
@@ -70,10 +70,10 @@ def train_rmsprop(
     within a step even when its exception was raised inside code that discarded it. A
     ``readout`` fit counts as training time, building the optimiser (about 1 s) does not."""
     started = time.perf_counter()
-    net = _initial_net(layout, train, streams, readout)
+    start = initial_networks(layout, 1, streams.init, train, readout)[0]
+    net = RegressorNet.from_genome(layout, start)
     steps, train_seconds, records = 0, time.perf_counter() - started, []
     optimizer = torch.optim.RMSprop(net.parameters(), lr=lr)
-    observers = list(observers)
     best, best_fitness = net.genome(), float("inf")
     for epoch in range(epochs):
         for index in epoch_indices(len(train), batch_size, streams.data):
@@ -113,16 +113,6 @@ def train_rmsprop(
             observer(record)
     wall_seconds = time.perf_counter() - started
     return TrainResult(net, best, best_fitness, steps, train_seconds, wall_seconds, records)
-
-
-def _initial_net(
-    layout: RegressorLayout, train: RegressorData, streams: Streams, readout: ReadoutStart | None
-) -> RegressorNet:
-    """The GA's initialisation from the ``init`` stream, its readout fitted when asked."""
-    weights = initial_weights(layout, 1, streams.init)
-    if readout is not None:
-        weights = readout.apply(layout, weights, train, streams.init)
-    return RegressorNet.from_genome(layout, weights[0])
 
 
 class StepProgress:
