@@ -15,6 +15,8 @@ one seed), with one thread, in its own subprocess, for a budget of training seco
 - evogan, default: the engine as configs/regressor_ga.yaml ships it (rate 0.01, the success
   rule on the power, noise-aware acceptance and the least-squares readout start);
 - evogan, default with the drawn readout: the same from the GA study's random readout;
+- evogan, hybrid: configs/regressor_hybrid.yaml as shipped (the GA with one RMSprop step of
+  the elite per generation, kept when it does not worsen the elite);
 - RMSprop (lr 1e-3), plain torch;
 - RMSprop, least-squares start: plain torch from the shipped readout start, at lr 1e-4 (at
   1e-3 its first steps throw the start away).
@@ -28,7 +30,9 @@ gives the seconds to 10% test MAPE. Rounds interleave the implementations (the o
 each round), so machine load hits all alike; the table gives medians and [min, max].
 
     python scripts/bench_peers.py --seconds 90 --rounds 3 [--rate 0.1] [--only NAME ...]
-        [--out FILE]
+        [--seed K] [--out FILE]
+
+``--seed`` changes the minibatch order, the initial networks and evogan's random streams.
 """
 
 from __future__ import annotations
@@ -57,23 +61,30 @@ SEED = 0
 CHILDREN = 8
 RATE = POWER = 0.1
 TARGET = 0.10
-EVOGAN = {  # "{rate}" is the harness's --rate
-    "evogan, constant": [
-        "ga.mutation_rate={rate}",
-        "ga.rate_schedule=constant",
-        "ga.step_adaptation=none",
-        "ga.acceptance=minibatch",
-        "model.readout=random",
-    ],
-    "evogan, step schedule": [
-        "ga.mutation_rate={rate}",
-        "ga.rate_schedule=step",
-        "ga.step_adaptation=none",
-        "ga.acceptance=minibatch",
-        "model.readout=random",
-    ],
-    "evogan, default with the drawn readout": ["model.readout=random"],
-    "evogan, default": [],
+EVOGAN = {  # (config, overrides); "{rate}" is the harness's --rate
+    "evogan, constant": (
+        "ga",
+        [
+            "ga.mutation_rate={rate}",
+            "ga.rate_schedule=constant",
+            "ga.step_adaptation=none",
+            "ga.acceptance=minibatch",
+            "model.readout=random",
+        ],
+    ),
+    "evogan, step schedule": (
+        "ga",
+        [
+            "ga.mutation_rate={rate}",
+            "ga.rate_schedule=step",
+            "ga.step_adaptation=none",
+            "ga.acceptance=minibatch",
+            "model.readout=random",
+        ],
+    ),
+    "evogan, default with the drawn readout": ("ga", ["model.readout=random"]),
+    "evogan, default": ("ga", []),
+    "evogan, hybrid": ("hybrid", []),
 }
 RMSPROP = {"RMSprop": (1e-3, False), "RMSprop, least-squares start": (1e-4, True)}
 NAMES = ["plain torch loop", "DEAP", *EVOGAN, *RMSPROP]
@@ -166,13 +177,14 @@ def deap_toolbox(
     return step, lambda: torch.from_numpy(np.asarray(state["elite"]))
 
 
-def evogan_engine(overrides: list[str]) -> Build:
-    """evogan's strategy as the shipped config builds it (with ``overrides``), its steps
+def evogan_engine(config: str, overrides: list[str]) -> Build:
+    """evogan's strategy as the shipped ``config`` builds it (with ``overrides``), its steps
     driven with the harness's minibatches."""
 
     def build(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
         layout, train, _ = setup
-        cfg = load_config(CONFIGS["ga"], [line.format(rate=rate) for line in overrides])
+        lines = [f"seed={SEED}", *(line.format(rate=rate) for line in overrides)]
+        cfg = load_config(CONFIGS[config], lines)
         problem = RegressorProblem(
             layout,
             train,
@@ -224,7 +236,7 @@ def rmsprop(lr: float, fitted: bool) -> Build:
 IMPLEMENTATIONS: dict[str, Build] = {
     "plain torch loop": plain_loop,
     "DEAP": deap_toolbox,
-    **{name: evogan_engine(overrides) for name, overrides in EVOGAN.items()},
+    **{name: evogan_engine(*engine) for name, engine in EVOGAN.items()},
     **{name: rmsprop(lr, fitted) for name, (lr, fitted) in RMSPROP.items()},
 }
 
@@ -286,8 +298,29 @@ def table(results: list[dict], seconds: float, rounds: int, rate: float) -> list
         rate = _spread([r["per_s"] for r in mine], lambda v: f"{v:.1f}") + unit
         final = _spread([r["test_mape"] for r in mine], lambda v: _pct(v).replace(".00", ".0"))
         lines.append(f"| {name} | {rate} | {final} | {to_target} |")
+    lines += reach_lines(results)
     lines += ["", "Propulate: not installed here, left out."]
     return lines
+
+
+def reach_lines(results: list[dict]) -> list[str]:
+    """Per round, the seconds the hybrid takes to reach the test MAPE that RMSprop from the
+    same start ends at, against RMSprop's own first reach (issue 17's hybrid target)."""
+    lines = []
+    for round_ in sorted({r["round"] for r in results}):
+        mine = {r["name"]: r for r in results if r["round"] == round_}
+        if "evogan, hybrid" not in mine or "RMSprop, least-squares start" not in mine:
+            continue
+        curve = mine["RMSprop, least-squares start"]["curve"]
+        final = curve[-1][1]
+        own = next(t for t, value in curve if value <= final)
+        hybrid = mine["evogan, hybrid"]["curve"]
+        reached = next((f"{t:.2f} s" for t, value in hybrid if value <= final), "not reached")
+        lines.append(
+            f"round {round_ + 1}: RMSprop (least-squares start) ends at {_pct(final)}, first "
+            f"reached at {own:.2f} s; the hybrid reaches it at {reached}"
+        )
+    return ["", *lines] if lines else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,11 +331,13 @@ def main(argv: list[str] | None = None) -> int:
         "--rate", type=float, default=RATE, help="mutation rate of the peers' algorithm"
     )
     parser.add_argument("--only", nargs="+", choices=NAMES, default=NAMES)
+    parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--out", type=Path, default=None, help="write all results as JSON")
     parser.add_argument("--worker", choices=NAMES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not 0 < args.rate <= 1:
         parser.error(f"--rate must be in (0, 1], got {args.rate}")
+    globals()["SEED"] = args.seed
     if args.worker:
         print(json.dumps(worker(args.worker, args.seconds, args.rate)))
         return 0
@@ -311,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         order = args.only[round_ % len(args.only) :] + args.only[: round_ % len(args.only)]
         for name in order:
             command = [sys.executable, __file__, "--worker", name, "--seconds", str(args.seconds)]
-            command += ["--rate", str(args.rate)]
+            command += ["--rate", str(args.rate), "--seed", str(args.seed)]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             result = json.loads(done.stdout.strip().splitlines()[-1])
             results.append({**result, "round": round_})

@@ -139,6 +139,46 @@ def test_hybrid_steps_move_the_elite_downhill() -> None:
     assert problem.loss(result.elite, batch) < fitness.min()
 
 
+def _refinements(keep_steps: str) -> tuple[Hybrid, list[tuple[float, float]]]:
+    """(fitness of the selected elite, its loss after refinement) on every batch, with a
+    learning rate so large that RMSprop's first step (ten times it) overshoots."""
+    problem = Sphere(size=10, batches=4)
+    engine = Hybrid(
+        problem,
+        steps=1,
+        lr=1.0,
+        keep_steps=keep_steps,
+        children=4,
+        initial_parents=2,
+        epochs=3,
+        streams=Streams.derive(5),
+        rate=Constant(0.3),
+        power=Constant(0.1),
+    )
+    pairs = []
+
+    def compare(selection) -> None:
+        batch = problem.evaluated[-1][1]
+        after = float(problem.loss(engine.elite, batch))
+        pairs.append((float(selection.fitness[selection.kept]), after))
+
+    engine.after_selection.append(compare)
+    engine.run()
+    return engine, pairs
+
+
+def test_hybrid_keeps_only_steps_that_do_not_worsen_the_elite() -> None:
+    always, raised = _refinements("always")
+    assert any(after > before for before, after in raised)  # overshooting steps are kept
+    guarded, pairs = _refinements("no_worse")
+    assert all(after <= before for before, after in pairs)
+    assert any(after < before for before, after in pairs)  # good steps are still kept
+    assert 0 < guarded.discarded_refinements < len(pairs)
+    assert guarded.gradient_steps == always.gradient_steps == len(pairs)
+    with pytest.raises(ValueError, match="keep_steps must be"):
+        Hybrid(Sphere(), keep_steps="sometimes", streams=Streams.derive(0))
+
+
 def test_steps_driven_by_hand_give_a_result_and_run_the_hooks() -> None:
     now = [100.0]
 
@@ -185,12 +225,14 @@ def test_a_hook_can_stop_the_run_after_a_step() -> None:
     assert engine.stop_requested and result.generations == 7 and len(result.epochs) == 1
 
 
-def test_loop_state_round_trips_into_a_fresh_strategy() -> None:
+@pytest.mark.parametrize("keep_steps", ["always", "no_worse"])
+def test_loop_state_round_trips_into_a_fresh_strategy(keep_steps: str) -> None:
     def build() -> Hybrid:
         return Hybrid(
             Sphere(size=10, batches=3),
             steps=2,
-            lr=0.05,
+            lr=0.5,
+            keep_steps=keep_steps,
             children=4,
             initial_parents=2,
             epochs=2,
@@ -210,6 +252,7 @@ def test_loop_state_round_trips_into_a_fresh_strategy() -> None:
     resumed.run()
     assert torch.equal(resumed.elite, whole.elite)
     assert resumed.gradient_steps == whole.gradient_steps
+    assert resumed.discarded_refinements == whole.discarded_refinements
     assert [r["best"] for r in resumed.logbook] == [r["best"] for r in whole.logbook]
 
 

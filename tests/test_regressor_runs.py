@@ -197,6 +197,7 @@ def test_hybrid_strategy_runs_and_reports_gradient_steps(runs) -> None:
     summary = run.summary()
     assert summary["method"] == "hybrid"
     assert summary["gradient_steps"] == 2 * (240 // 32)
+    assert summary["refinements_discarded"] == 0  # ga.hybrid_keep_steps: always
     assert np.isfinite(summary["test_mape"])
 
 
@@ -265,6 +266,7 @@ def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs, r
         ("ga.adaptation_min=2", "ga.adaptation_min = 2 is not allowed"),
         ("model.readout_ridge=0", "model.readout_ridge = 0 is not allowed"),
         ("model.readout=fitted", "model.readout = 'fitted' is not allowed"),
+        ("ga.hybrid_keep_steps=maybe", "ga.hybrid_keep_steps = 'maybe' is not allowed"),
     ],
 )
 def test_impossible_settings_fail_in_one_line_before_any_work(runs, override, message) -> None:

@@ -10,7 +10,7 @@ where ``key`` is drawn from the ``mutation`` stream when the strategy is built
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -20,7 +20,7 @@ from evogan.engine.adaptation import SuccessRule
 from evogan.engine.loop import Evolution, Streams
 from evogan.engine.operators import draw_seed, splitmix
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, Problem
-from evogan.engine.records import ChildDraw, InitialDraw
+from evogan.engine.records import ChildDraw, InitialDraw, rank_safe
 from evogan.engine.seeding import seeded
 
 
@@ -138,20 +138,35 @@ class Hybrid(PlusLambda):
     """(1+lambda) whose elite takes ``steps`` RMSprop steps on the current batch after every
     selection; the trained weights are written back into the genome (Lamarckian).
 
-    The optimiser state persists across generations, as in a gradient run.
+    The optimiser state persists across generations, as in a gradient run. With
+    ``keep_steps="no_worse"`` the elite keeps its steps only when they do not raise its
+    fitness on the batch; otherwise it stays as selected and only the optimiser's statistics
+    move on. RMSprop's first steps are about ten times ``lr`` per weight (no bias correction)
+    and would throw a fitted start away; selection guards the elite against them as it does
+    against a bad child.
     """
 
     def __init__(
-        self, problem: DifferentiableProblem, *, steps: int = 1, lr: float = 1e-3, **kwargs: Any
+        self,
+        problem: DifferentiableProblem,
+        *,
+        steps: int = 1,
+        lr: float = 1e-3,
+        keep_steps: Literal["always", "no_worse"] = "always",
+        **kwargs: Any,
     ) -> None:
         if not isinstance(problem, DifferentiableProblem):
             raise TypeError(f"the hybrid strategy needs a DifferentiableProblem, got {problem!r}")
         if steps < 1:
             raise ValueError(f"hybrid steps must be at least 1, got {steps}")
+        if keep_steps not in ("always", "no_worse"):
+            raise ValueError(f"keep_steps must be 'always' or 'no_worse', got {keep_steps!r}")
         super().__init__(problem, **kwargs)
         self.steps = steps
         self.lr = lr
+        self.keep_steps = keep_steps
         self.gradient_steps = 0
+        self.discarded_refinements = 0
         self._weights: torch.nn.Parameter | None = None
         self._optimizer: torch.optim.Optimizer | None = None
         # The first optimiser a process builds imports torch's compiler stack (about a second
@@ -174,8 +189,17 @@ class Hybrid(PlusLambda):
             loss.backward()
             optimizer.step()
             self.gradient_steps += 1
-        self.elite = self._weights.detach().clone()
-        return self.gradient_steps != before
+        if self.gradient_steps == before:
+            return False
+        trained = self._weights.detach().clone()
+        if self.keep_steps == "no_worse":
+            fitness = float(rank_safe(self.problem.evaluate(trained.unsqueeze(0), batch))[0])
+            if fitness > self.elite_fitness:
+                self.discarded_refinements += 1
+                return False
+            self.elite_fitness = fitness
+        self.elite = trained
+        return True
 
     def _start_optimizer(self) -> torch.optim.Optimizer:
         self._weights = torch.nn.Parameter(self.elite.detach().clone())
@@ -188,8 +212,12 @@ class Hybrid(PlusLambda):
         state = super().strategy_state()
         if self._optimizer is None:
             return state
-        optimizer = self._optimizer.state_dict()
-        return {**(state or {}), "optimizer": optimizer, "gradient_steps": self.gradient_steps}
+        return {
+            **(state or {}),
+            "optimizer": self._optimizer.state_dict(),
+            "gradient_steps": self.gradient_steps,
+            "discarded_refinements": self.discarded_refinements,
+        }
 
     def load_strategy_state(self, state: dict[str, Any]) -> None:
         super().load_strategy_state(state)
@@ -197,3 +225,4 @@ class Hybrid(PlusLambda):
             return
         self._start_optimizer().load_state_dict(state["optimizer"])
         self.gradient_steps = int(state["gradient_steps"])
+        self.discarded_refinements = int(state.get("discarded_refinements", 0))

@@ -69,7 +69,13 @@ def build_strategy(
         "reevaluation_z": ga.reevaluation_z,
     }
     if ga.strategy == "hybrid":
-        return Hybrid(problem, steps=ga.hybrid_steps, lr=ga.hybrid_lr, **common)
+        return Hybrid(
+            problem,
+            steps=ga.hybrid_steps,
+            lr=ga.hybrid_lr,
+            keep_steps=ga.hybrid_keep_steps,
+            **common,
+        )
     return PlusLambda(problem, **common)
 
 
