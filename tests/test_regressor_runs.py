@@ -197,7 +197,7 @@ def test_hybrid_strategy_runs_and_reports_gradient_steps(runs) -> None:
     summary = run.summary()
     assert summary["method"] == "hybrid"
     assert summary["gradient_steps"] == 2 * (240 // 32)
-    assert summary["refinements_discarded"] == 0  # ga.hybrid_keep_steps: always
+    assert summary["discarded_refinements"] == 0  # ga.hybrid_keep_steps: always
     assert np.isfinite(summary["test_mape"])
 
 

@@ -59,7 +59,7 @@ def island_report(
         "elite_lineage_bytes": None if lineage is None else len(lineage.to_bytes()),
         "elite_lineage_mutations": None if lineage is None else len(lineage),
         "gradient_steps": strategy.gradient_steps if isinstance(strategy, Hybrid) else None,
-        "refinements_discarded": (
+        "discarded_refinements": (
             strategy.discarded_refinements if isinstance(strategy, Hybrid) else None
         ),
     }

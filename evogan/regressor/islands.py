@@ -262,7 +262,7 @@ class IslandRun:
         }
         if best["gradient_steps"] is not None:
             extra["gradient_steps"] = best["gradient_steps"]
-            extra["refinements_discarded"] = best["refinements_discarded"]
+            extra["discarded_refinements"] = best["discarded_refinements"]
             extra["lineage_note"] = (
                 "hybrid RMSprop steps are not replayable from mutation seeds: migrants are sent "
                 "as weights"
