@@ -107,8 +107,9 @@ class Evolution(ABC):
         self.train_seconds = 0.0
         self.eval_seconds = 0.0
         self.selection_eval_seconds = 0.0
-        """Seconds :meth:`select` spent evaluating (re-evaluations) in the current step: counted
-        as evaluation, not as the loop's own overhead."""
+        """Seconds :meth:`select` and :meth:`refine` spent evaluating (re-evaluations, the
+        hybrid's check of its trained elite) in the current step: counted as evaluation, not
+        as the loop's own overhead."""
         self.loop_seconds = 0.0
         self.train_cpu_seconds = 0.0  # this process's CPU time in the steps (shared cores)
         self.logbook = tools.Logbook()
@@ -195,8 +196,9 @@ class Evolution(ABC):
             )
         self.selection_eval_seconds = 0.0
         kept = self.select(candidates, fitness, context)
+        refined = self.refine(batch, context)
         eval_seconds += self.selection_eval_seconds
-        selection = Selection(candidates, fitness, context, self.refine(batch, context), kept)
+        selection = Selection(candidates, fitness, context, refined, kept)
         for hook in self.after_selection:
             hook(selection)
         step_seconds = self.clock() - start

@@ -193,7 +193,9 @@ class Hybrid(PlusLambda):
             return False
         trained = self._weights.detach().clone()
         if self.keep_steps == "no_worse":
+            start = self.clock()
             fitness = float(rank_safe(self.problem.evaluate(trained.unsqueeze(0), batch))[0])
+            self.selection_eval_seconds += self.clock() - start
             if fitness > self.elite_fitness:
                 self.discarded_refinements += 1
                 return False
