@@ -28,8 +28,8 @@ class ParallelConfig(StrictModel):
     the backward pass), ``auto`` (nccl for more than one rank on CUDA when torch has NCCL, else
     mpi). ``overlap``: the ``mpi`` backend starts a non-blocking ``Iallreduce`` per bucket from
     gradient hooks during the backward pass, as gloo and NCCL always do (CPU only).
-    ``precision``, ``channels_last`` and ``compile`` choose how the G and D forward passes
-    run (:mod:`evogan.gan3d.precision`).
+    ``precision``, ``channels_last``, ``compile`` and ``convolution`` (``direct`` or ``fft``)
+    choose how the G and D forward passes run (:mod:`evogan.gan3d.precision`).
 
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
     set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
@@ -61,6 +61,7 @@ class ParallelConfig(StrictModel):
     precision: Literal["float32", "bf16"] = "float32"
     channels_last: bool = False
     compile: bool = False
+    convolution: Literal["direct", "fft"] = "direct"
     validate_every: PositiveInt | None = None
     validate_every_seconds: float | None = Field(default=None, gt=0)
     validation_events: PositiveInt | None = None

@@ -1,4 +1,5 @@
-"""How the 3DGAN forward passes run: bf16 autocast, channels-last 3D layout, torch.compile.
+"""How the 3DGAN forward passes run: bf16 autocast, channels-last 3D layout, torch.compile,
+FFT convolutions.
 
 ``trainer.precision: bf16`` runs the G and D forward passes under ``torch.autocast`` with
 bfloat16 (on the model's device type, cpu or cuda): convolutions and dense layers compute in
@@ -13,9 +14,12 @@ no loss scaling is needed.
 (NDHWC), the layout cuDNN's and oneDNN's fast 3D kernels want. ``trainer.compile`` compiles
 both networks' forward in place (``nn.Module.compile``: parameter names, checkpoints and
 hooks stay as they are); where torch.compile does not work (no compiler, an unsupported Python)
-:func:`compile_problem` says why and the training runs eagerly.
+:func:`compile_problem` says why and the training runs eagerly. ``trainer.convolution: fft``
+runs the large-kernel convolutions as float32 FFT products (:mod:`evogan.gan3d.convolution`),
+which pays on GPUs and not on CPUs (docs/benchmarks.md).
 
-The defaults (float32, contiguous, eager) run exactly the code they ran before these options.
+The defaults (float32, contiguous, eager, direct convolutions) are the reference every option
+is checked against (``tests/test_gan_precision.py``).
 """
 
 from __future__ import annotations
@@ -27,14 +31,17 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from evogan.gan3d.convolution import set_convolution
+
 
 @dataclass(frozen=True)
 class ForwardOptions:
-    """The ``trainer.precision``, ``trainer.channels_last`` and ``trainer.compile`` choices."""
+    """The ``trainer.precision``, ``channels_last``, ``compile`` and ``convolution`` choices."""
 
     precision: str = "float32"
     channels_last: bool = False
     compile: bool = False
+    convolution: str = "direct"
 
     def autocast(self, device: torch.device) -> AbstractContextManager:
         """The context the forward passes run in (none for float32)."""
@@ -50,12 +57,27 @@ class ForwardOptions:
         return image
 
     def prepare(self, module: nn.Module) -> nn.Module:
-        """Lay out ``module``'s weights and compile its forward, in place."""
+        """Lay out ``module``'s weights, pick its convolutions and compile its forward, in place."""
+        set_convolution(module, self.convolution)
         if self.channels_last:
             module.to(memory_format=torch.channels_last_3d)
         if self.compile:
+            _allow_a_frame_per_block()
             module.compile()
         return module
+
+
+FRAMES_PER_FUNCTION = 64
+
+
+def _allow_a_frame_per_block() -> None:
+    """Dropout drawn from a seeded generator breaks the compiled graph, so every spec block
+    after it (the block's ``forward``, its convolution) is compiled as a frame of its own, one
+    per block shape: raise torch's limit of such frames per function (8) above the blocks of
+    a generator and a discriminator, so that none runs uncompiled."""
+    config = torch._dynamo.config
+    if hasattr(config, "recompile_limit"):
+        config.recompile_limit = max(config.recompile_limit, FRAMES_PER_FUNCTION)
 
 
 def compile_problem(device: str | torch.device = "cpu") -> str | None:

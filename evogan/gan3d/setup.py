@@ -74,9 +74,9 @@ def rank_backend(settings: ParallelConfig, device: str, ranks: int, sharing: int
 
 
 def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> ForwardOptions:
-    """``trainer.precision``, ``channels_last`` and ``compile`` for this rank (collective):
-    bf16 on a GPU without it is refused; where torch.compile fails on any rank, every rank runs
-    eagerly and rank 0 says why."""
+    """``trainer.precision``, ``channels_last``, ``compile`` and ``convolution`` for this rank
+    (collective): bf16 on a GPU without it is refused; where torch.compile fails on any rank,
+    every rank runs eagerly and rank 0 says why."""
     gpu = device.startswith("cuda")
     if settings.precision == "bf16" and gpu and not torch.cuda.is_bf16_supported():
         name = torch.cuda.get_device_name(device)
@@ -95,7 +95,9 @@ def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> F
                     f"({problems[0]}); G and D run eagerly",
                     flush=True,
                 )
-    return ForwardOptions(settings.precision, settings.channels_last, compiled)
+    return ForwardOptions(
+        settings.precision, settings.channels_last, compiled, settings.convolution
+    )
 
 
 def ring_device(settings: ParallelConfig, device: str, world: MPI.Comm) -> str | None:

@@ -1,0 +1,232 @@
+"""Faster exact forms of a spec block's ``[upsample] -> [pad] -> Conv3d``.
+
+The 3DGAN's convolutions have 1-16 channels and kernels of up to 288 taps, a shape where GPU
+convolution libraries run their matrix units at a few percent (docs/benchmarks.md). Two forms
+compute the same function with far less work; both keep the block's layers and parameter names,
+so model files and checkpoints do not change:
+
+- **Phase form** of nearest upsampling by ``s`` followed by a convolution: each output cell
+  reads a ``k``-wide window of the upsampled grid, which covers only ``J = (s + k - 2) // s + 1``
+  cells of the input. Grouping the output by its phase ``r = p mod s`` turns the block into one
+  convolution of the small input with ``J``-wide kernels and ``s`` times the output channels
+  (kernels summed from the original per phase), then a depth-to-space shuffle. The shipped
+  variable-angle generator's first block (x6 upsampling, 6x6x8 kernel) does 24x fewer
+  multiply-adds this way. Used wherever it needs fewer taps (:func:`phase_pays`).
+- **FFT form** (``trainer.convolution: fft``): a valid cross-correlation as a product of real
+  3D FFTs, whose cost hardly depends on the kernel size; in float32 whatever the autocast, since
+  cuFFT has no bfloat16. Used for kernels of at least :data:`FFT_MIN_TAPS` taps.
+
+Both match the direct convolution to float32 rounding (``tests/test_gan_convolution.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+FFT_MIN_TAPS = 27  # from 27 taps the FFT form ran at least 1.5x float32 cuDNN (H100, per block)
+
+
+def phase_taps(factors: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, ...]:
+    """Input cells ``J`` a ``kernel``-wide window spans on a grid upsampled by ``factors``."""
+    return tuple((s + k - 2) // s + 1 for s, k in zip(factors, kernel, strict=True))
+
+
+def phase_pays(factors: tuple[int, ...], kernel: tuple[int, ...]) -> bool:
+    """Whether the phase form needs fewer taps per output cell than the direct convolution."""
+    return math.prod(phase_taps(factors, kernel)) < math.prod(kernel)
+
+
+def phase_weights(weight: torch.Tensor, factors: tuple[int, int, int]) -> torch.Tensor:
+    """``(O, I, k1, k2, k3)`` -> ``(O * s1 * s2 * s3, I, J1, J2, J3)``: for output channel
+    ``o`` at phase ``(r1, r2, r3)``, tap ``j`` sums the taps ``t`` with ``(r + t) // s == j``."""
+    taps = phase_taps(factors, tuple(weight.shape[2:]))
+    sums = []
+    for s, j, k in zip(factors, taps, weight.shape[2:], strict=True):
+        r = torch.arange(s, device=weight.device).view(s, 1, 1)
+        t = torch.arange(k, device=weight.device).view(1, 1, k)
+        cell = torch.arange(j, device=weight.device).view(1, j, 1)
+        sums.append(((r + t) // s == cell).to(weight.dtype))
+    phased = torch.einsum("oiabc,pxa,qyb,rzc->opqrixyz", weight, *sums)
+    return phased.reshape(-1, weight.shape[1], *taps)
+
+
+def upsampled_conv3d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    factors: tuple[int, int, int],
+    pads: tuple[tuple[int, int], ...],
+) -> torch.Tensor:
+    """``conv3d(pad(upsample_nearest(x, factors), pads), weight, bias)`` in the phase form.
+
+    ``pads`` holds (before, after) zero cells per axis of the upsampled grid. ``c = ceil(before
+    / s)`` zero input cells in front stand for the padding, the output starts ``c * s - before``
+    cells into the phase result, and zero cells at the end cover the last window.
+    """
+    taps = phase_taps(factors, tuple(weight.shape[2:]))
+    front, back, offsets, lengths = [], [], [], []
+    for n, s, k, j, (lo, hi) in zip(
+        x.shape[2:], factors, weight.shape[2:], taps, pads, strict=True
+    ):
+        length = n * s + lo + hi - k + 1
+        cells = -(-lo // s)
+        offset = cells * s - lo
+        last = (offset + length - 1) // s + j - 1  # the last input cell (padded) a window reads
+        front.append(cells)
+        back.append(max(0, last - (cells + n - 1)))
+        offsets.append(offset)
+        lengths.append(length)
+    padded = F.pad(x, (front[2], back[2], front[1], back[1], front[0], back[0]))
+    phased_bias = None if bias is None else bias.repeat_interleave(math.prod(factors))
+    y = F.conv3d(padded, phase_weights(weight, factors), phased_bias)
+    n, o = y.shape[0], weight.shape[0]
+    u = y.shape[2:]
+    y = y.view(n, o, *factors, *u).permute(0, 1, 5, 2, 6, 3, 7, 4)
+    y = y.reshape(n, o, u[0] * factors[0], u[1] * factors[1], u[2] * factors[2])
+    (a, b, c), (la, lb, lc) = offsets, lengths
+    return y[:, :, a : a + la, b : b + lb, c : c + lc]
+
+
+def fft_size(n: int) -> int:
+    """The smallest length >= ``n`` with no prime factor above 7 (where FFTs are fastest)."""
+    while True:
+        m = n
+        for p in (2, 3, 5, 7):
+            while m % p == 0:
+                m //= p
+        if m == 1:
+            return n
+        n += 1
+
+
+def _fft_shape(x: torch.Tensor) -> list[int]:
+    return [fft_size(n) for n in x.shape[2:]]
+
+
+def _valid(x: torch.Tensor, weight: torch.Tensor) -> tuple[int, ...]:
+    return tuple(n - k + 1 for n, k in zip(x.shape[2:], weight.shape[2:], strict=True))
+
+
+def _spectrum(x: torch.Tensor, size: list[int]) -> torch.Tensor:
+    return torch.fft.rfftn(x.float(), s=size, dim=(2, 3, 4))
+
+
+def _signal(spectrum: torch.Tensor, size: list[int], keep: tuple[int, ...]) -> torch.Tensor:
+    """The real signal of ``spectrum``, its first ``keep`` cells per axis."""
+    full = torch.fft.irfftn(spectrum, s=size, dim=(2, 3, 4))
+    return full[:, :, : keep[0], : keep[1], : keep[2]].contiguous()
+
+
+@torch.library.custom_op("evogan::fft_correlate", mutates_args=())
+def fft_correlate(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``conv3d(x, weight)`` (valid, stride 1, no bias) as real FFTs, in float32.
+
+    A circular correlation over at least the input's length never wraps into the valid
+    outputs, so the product of the spectra holds them at positions ``0 .. n - k``. A custom
+    operator, so that torch.compile keeps it whole (TorchInductor has no complex tensors).
+    """
+    size = _fft_shape(x)
+    mixed = torch.einsum("bixyz,oixyz->boxyz", _spectrum(x, size), _spectrum(weight, size).conj())
+    return _signal(mixed, size, _valid(x, weight))
+
+
+@fft_correlate.register_fake
+def _fft_correlate_shape(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0], *_valid(x, weight)), dtype=torch.float32)
+
+
+@torch.library.custom_op("evogan::fft_correlate_backward", mutates_args=())
+def fft_correlate_backward(
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, for_input: bool, for_weight: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of :func:`fft_correlate` for its input (the full convolution of ``grad`` with
+    the kernel) and its weight (the correlation of the input with ``grad``), each as FFTs;
+    an empty tensor where not asked for."""
+    size = _fft_shape(x)
+    upstream = _spectrum(grad, size)
+    grad_x = grad_w = x.new_empty(0)
+    if for_input:
+        mixed = torch.einsum("boxyz,oixyz->bixyz", upstream, _spectrum(weight, size))
+        grad_x = _signal(mixed, size, tuple(x.shape[2:])).to(x.dtype)
+    if for_weight:
+        mixed = torch.einsum("bixyz,boxyz->oixyz", _spectrum(x, size), upstream.conj())
+        grad_w = _signal(mixed, size, tuple(weight.shape[2:])).to(weight.dtype)
+    return grad_x, grad_w
+
+
+@fft_correlate_backward.register_fake
+def _fft_correlate_backward_shape(
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, for_input: bool, for_weight: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return (
+        x.new_empty(x.shape) if for_input else x.new_empty(0),
+        weight.new_empty(weight.shape) if for_weight else x.new_empty(0),
+    )
+
+
+def _keep_inputs(ctx, inputs: tuple, output: torch.Tensor) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _fft_correlate_grads(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    x, weight = ctx.saved_tensors
+    for_input, for_weight = ctx.needs_input_grad
+    grad_x, grad_w = fft_correlate_backward(grad, x, weight, for_input, for_weight)
+    return (grad_x if for_input else None, grad_w if for_weight else None)
+
+
+fft_correlate.register_autograd(_fft_correlate_grads, setup_context=_keep_inputs)
+
+
+def fft_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``conv3d(x, weight, bias)`` (valid, stride 1) through :func:`fft_correlate`, float32
+    whatever the autocast (cuFFT has no bfloat16), on contiguous tensors whatever the layout
+    (the transforms want them, and the compiled graph then knows every stride)."""
+    y = fft_correlate(x.contiguous(), weight.contiguous())
+    return y if bias is None else y + bias.float().view(1, -1, 1, 1, 1)
+
+
+class ConvBlock(nn.Sequential):
+    """A spec block's layers in Keras order (their names are the model files' names); the
+    leading ``[Upsample] -> [ConstantPad3d] -> Conv3d`` runs in the phase form where that pays,
+    else in the FFT form when :attr:`convolution` is ``"fft"`` and the kernel has at least
+    :attr:`fft_min_taps` taps."""
+
+    def __init__(self, *layers: nn.Module) -> None:
+        super().__init__(*layers)
+        self.convolution = "direct"
+        self.fft_min_taps = FFT_MIN_TAPS
+        self.head = next(i for i, m in enumerate(layers) if isinstance(m, nn.Conv3d)) + 1
+        conv: nn.Conv3d = layers[self.head - 1]
+        up = next((m for m in layers[: self.head] if isinstance(m, nn.Upsample)), None)
+        pad = next((m for m in layers[: self.head] if isinstance(m, nn.ConstantPad3d)), None)
+        self.factors = (1, 1, 1) if up is None else tuple(int(f) for f in up.scale_factor)
+        spec_pads = (0,) * 6 if pad is None else pad.padding  # F.pad order: z, y, x
+        self.pads = tuple(tuple(spec_pads[4 - 2 * a : 6 - 2 * a]) for a in range(3))
+        self.phase = self.factors != (1, 1, 1) and phase_pays(self.factors, conv.kernel_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        conv: nn.Conv3d = self[self.head - 1]
+        if self.phase:
+            x = upsampled_conv3d(x, conv.weight, conv.bias, self.factors, self.pads)
+        elif self.convolution == "fft" and math.prod(conv.kernel_size) >= self.fft_min_taps:
+            for layer in list(self)[: self.head - 1]:
+                x = layer(x)
+            x = fft_conv3d(x, conv.weight, conv.bias)
+        else:
+            for layer in list(self)[: self.head]:
+                x = layer(x)
+        for layer in list(self)[self.head :]:
+            x = layer(x)
+        return x
+
+
+def set_convolution(module: nn.Module, convolution: str) -> None:
+    """Run every spec block of ``module`` with ``convolution`` (``direct`` or ``fft``)."""
+    for block in module.modules():
+        if isinstance(block, ConvBlock):
+            block.convolution = convolution

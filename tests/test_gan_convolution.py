@@ -1,0 +1,197 @@
+"""The phase and FFT forms of a 3DGAN block's convolution against the layers they replace
+(evogan.gan3d.convolution): same values and gradients, same parameter names, and a training
+step with ``convolution: fft`` that agrees with the direct one to float32 rounding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from evogan.config import load_config
+from evogan.config.base import validate
+from evogan.errors import ConfigError
+from evogan.gan3d.blocks import conv_block
+from evogan.gan3d.convolution import (
+    ConvBlock,
+    fft_conv3d,
+    fft_correlate,
+    fft_correlate_backward,
+    fft_size,
+    phase_pays,
+    upsampled_conv3d,
+)
+from evogan.gan3d.networks import build_models
+from evogan.gan3d.precision import ForwardOptions
+from evogan.gan3d.spec import GanSpec, GeneratorBlock
+from evogan.gan3d.step import GanStep
+from tests.gan_fixtures import TINY, tiny_spec, toy_showers
+
+# (factors, kernel, input cells, (before, after) pads): the shipped specs' upsampling blocks,
+# then odd ones (padding not a multiple of the factor, kernel shorter than the factor)
+PHASE_CASES = [
+    ((6, 6, 6), (6, 6, 8), (3, 3, 2), ((0, 0), (0, 0), (0, 0))),
+    ((2, 2, 2), (6, 5, 8), (3, 3, 4), ((2, 2), (2, 2), (0, 0))),
+    ((2, 2, 3), (3, 3, 8), (3, 4, 3), ((1, 1), (0, 0), (3, 3))),
+    ((3, 3, 1), (3, 3, 1), (4, 4, 3), ((1, 1), (1, 1), (0, 0))),
+    ((3, 2, 4), (2, 5, 3), (2, 3, 2), ((4, 1), (0, 3), (5, 2))),
+    ((4, 1, 2), (7, 3, 1), (3, 5, 4), ((0, 6), (2, 0), (1, 1))),
+]
+
+
+def layers_reference(x, weight, bias, factors, pads):
+    """The block's layers as the spec writes them: upsample, zero padding, convolution."""
+    up = nn.Upsample(scale_factor=tuple(float(f) for f in factors), mode="nearest")(x)
+    (xa, xb), (ya, yb), (za, zb) = pads
+    return F.conv3d(F.pad(up, (za, zb, ya, yb, xa, xb)), weight, bias)
+
+
+@pytest.mark.parametrize(("factors", "kernel", "cells", "pads"), PHASE_CASES)
+def test_phase_form_equals_upsample_pad_convolution(factors, kernel, cells, pads) -> None:
+    gen = torch.Generator().manual_seed(sum(kernel))
+    x = torch.randn(2, 3, *cells, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(4, 3, *kernel, generator=gen, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(4, generator=gen, dtype=torch.float64, requires_grad=True)
+    expected = layers_reference(x, weight, bias, factors, pads)
+    got = upsampled_conv3d(x, weight, bias, factors, pads)
+    assert got.shape == expected.shape
+    scale = float(expected.detach().abs().max())
+    assert torch.allclose(got, expected, rtol=0, atol=1e-12 * scale)
+    upstream = torch.randn(expected.shape, generator=gen, dtype=torch.float64)
+    want = torch.autograd.grad(expected, (x, weight, bias), upstream)
+    have = torch.autograd.grad(got, (x, weight, bias), upstream)
+    for a, b in zip(have, want, strict=True):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_phase_form_is_used_only_where_it_needs_fewer_taps() -> None:
+    assert phase_pays((6, 6, 6), (6, 6, 8))  # 2 x 2 x 3 taps instead of 288
+    assert phase_pays((3, 3, 1), (3, 3, 1))  # 2 x 2 x 1 instead of 9
+    assert not phase_pays((3, 3, 5), (1, 1, 1))  # a 1x1x1 kernel reads one cell anyway
+    assert not phase_pays((1, 1, 1), (3, 3, 3))
+
+
+def _shipped_first_block() -> GeneratorBlock:
+    return GeneratorBlock(
+        upsample=(6, 6, 6), filters=8, kernel=(6, 6, 8), activation="relu", batch_norm=True
+    )
+
+
+def test_conv_block_keeps_the_layer_names_and_computes_what_its_layers_do() -> None:
+    options = {"slope": 0.3, "bn_eps": 1e-6, "bn_momentum": 0.01}
+    block = conv_block(_shipped_first_block(), 8, rng=torch.Generator().manual_seed(0), **options)
+    assert isinstance(block, ConvBlock) and block.phase
+    layers = nn.Sequential(*block)
+    assert list(block.state_dict()) == list(layers.state_dict())
+    block.double()
+    x = torch.randn(4, 8, 9, 9, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    got, expected = block(x), layers(x)  # training mode: batch statistics, same for both
+    assert got.shape == (4, 8, 49, 49, 41)
+    assert torch.allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_fft_size_has_no_prime_factor_above_seven() -> None:
+    assert [fft_size(n) for n in (25, 27, 41, 43, 47, 51, 53)] == [25, 27, 42, 45, 48, 54, 54]
+    for n in range(1, 200):
+        m, size = fft_size(n), fft_size(n)
+        assert size >= n
+        for p in (2, 3, 5, 7):
+            while m % p == 0:
+                m //= p
+        assert m == 1
+
+
+@pytest.mark.parametrize(
+    ("channels", "cells", "kernel"),
+    [
+        ((16, 8), (51, 51, 27), (5, 6, 6)),
+        ((1, 4), (12, 11, 9), (5, 4, 4)),
+        ((3, 2), (7, 6, 5), (7, 1, 2)),
+    ],
+)
+def test_fft_form_equals_the_direct_convolution_to_float32_rounding(channels, cells, kernel):
+    gen = torch.Generator().manual_seed(math.prod(cells))
+    x = torch.randn(2, channels[0], *cells, generator=gen, requires_grad=True)
+    weight = torch.randn(channels[1], channels[0], *kernel, generator=gen, requires_grad=True)
+    bias = torch.randn(channels[1], generator=gen, requires_grad=True)
+    exact = F.conv3d(x.double(), weight.double(), bias.double())
+    got = fft_conv3d(x, weight, bias)
+    assert got.dtype == torch.float32 and got.shape == exact.shape
+    assert float((got.double() - exact).norm() / exact.norm()) < 1e-6
+    upstream = torch.randn(exact.shape, generator=gen)
+    have = torch.autograd.grad(got, (x, weight, bias), upstream)
+    want = torch.autograd.grad(exact, (x, weight, bias), upstream.double())
+    for a, b in zip(have, want, strict=True):
+        assert float((a.double() - b).norm() / b.norm()) < 1e-5
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under_autocast = fft_conv3d(x, weight, bias)
+    assert under_autocast.dtype == torch.float32
+    assert torch.equal(under_autocast, got)
+
+
+def test_fft_operators_are_whole_to_torch_compile() -> None:
+    """Schema, shapes without data, autograd and AOT tracing of the two custom operators:
+    what torch.compile relies on to keep them in one graph."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 9, 8, 7, generator=gen, requires_grad=True)
+    weight = torch.randn(4, 3, 3, 2, 4, generator=gen, requires_grad=True)
+    results = [torch.library.opcheck(fft_correlate, (x, weight))]
+    grad = torch.randn(2, 4, 7, 7, 4, generator=gen)
+    for wanted in ((True, True), (True, False), (False, True)):
+        args = (grad, x.detach(), weight.detach(), *wanted)
+        results.append(torch.library.opcheck(fft_correlate_backward, args))
+    assert all(set(r.values()) == {"SUCCESS"} for r in results), results
+
+
+def _large_kernel_spec() -> GanSpec:
+    """The tiny spec with 4x4x4 kernels (64 taps: the FFT form's threshold) on both sides."""
+    raw = tiny_spec().model_dump()
+    raw["generator"][0].update(kernel=(4, 4, 4))
+    raw["discriminator"][0].update(kernel=(4, 4, 4), padding="same")
+    return validate(GanSpec, raw)
+
+
+def _one_step(convolution: str) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    """Losses and gradients of both networks at initial weights whose convolution biases are
+    0.01: with zero biases, the cells an empty window reaches sit exactly on the activation's
+    kink in the direct form and within rounding of it in the FFT form, which changes the
+    slope taken there and so the first bias gradients (both are valid subgradients)."""
+    spec = _large_kernel_spec()
+    generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for conv in (m for n in (generator, discriminator) for m in n.modules()):
+            if isinstance(conv, nn.Conv3d) and conv.bias is not None:
+                conv.bias.fill_(0.01)
+    options = ForwardOptions(convolution=convolution)
+    step = GanStep(
+        spec, generator, discriminator, torch.Generator().manual_seed(1), forward=options
+    )
+    ecal, energy, theta = (torch.from_numpy(a) for a in toy_showers(8, 0))
+    losses = step.discriminator_grads(ecal, energy, theta)
+    losses.update(step.generator_grads(8, energy, theta))
+    grads = {
+        name: torch.cat([p.grad.reshape(-1) for p in net.parameters()])
+        for name, net in (("G", generator), ("D", discriminator))
+    }
+    return losses, grads
+
+
+def test_training_step_with_fft_convolutions_agrees_with_direct_ones() -> None:
+    ref_losses, ref_grads = _one_step("direct")
+    losses, grads = _one_step("fft")
+    for key, value in ref_losses.items():
+        assert abs(losses[key] - value) <= 1e-4 * max(abs(value), 1e-3), key
+    # bound: only reordering float32 sums (channels-last) moves D's gradients by 8.8e-4 here
+    for net, ref in ref_grads.items():
+        difference = float((grads[net] - ref).norm() / ref.norm())
+        assert 0 < difference < 1e-3, (net, difference)  # above 0: the FFT form really ran
+
+
+def test_unknown_convolution_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(TINY, ["trainer.convolution=winograd"])
+    message = str(info.value)
+    assert "trainer.convolution" in message and "fft" in message and "\n" not in message
