@@ -5,6 +5,7 @@
     python scripts/bench_gan.py --device cuda --batch 128 --steps 10 --inference-batch 512
     python scripts/bench_gan.py --precision bf16 --channels-last      # trainer.precision etc.
     python scripts/bench_gan.py --spec configs/gan3d_tiny.yaml --compare  # table of variants
+    python scripts/bench_gan.py --device cuda --batch 128 --compare float32 bf16+compiled+fft
     python scripts/bench_gan.py --spec configs/gan3d_tiny.yaml --profile  # kernels by time
 
 FLOPs per training sample are counted from the spec's layer shapes (conv and dense layers,
@@ -24,11 +25,17 @@ On a GPU, cuDNN runs float32 convolutions in TF32 by default while a float32 mat
 so the run measures both matmul rates and bounds against the faster (TF32) one; cuDNN
 autotuning is on, as in the trainer. Timings synchronise the device.
 
-``--precision``, ``--channels-last`` and ``--compile`` run the step and the generator as the
-trainer's options of the same names do (:mod:`evogan.gan3d.precision`; inference under bf16
-autocast returns bf16-rounded showers). ``--compare`` times float32, bf16, channels-last and
-both (and each compiled too, with ``--compile``) one after another, training and inference only
-(no FLOP bound), as a quick table; compilation happens in the warm-up steps, not the timed ones.
+``--precision``, ``--channels-last``, ``--compile`` and ``--convolution`` run the step and the
+generator as the trainer's options of the same names do (:mod:`evogan.gan3d.precision`;
+inference under bf16 autocast returns bf16-rounded showers). ``--compare`` times float32, bf16,
+channels-last and both (and each compiled too, with ``--compile``) one after another, training
+and inference only (no FLOP bound), as a quick table; compilation happens in the warm-up steps,
+not the timed ones. ``--compare VARIANT ...`` times the variants named, each a ``+``-joined set of
+``float32``/``bf16``, ``channels-last``, ``compiled``, ``fft`` and ``direct-upsampling`` (the
+upsample -> convolution blocks as separate layers, the phase form of
+:mod:`evogan.gan3d.convolution` off, for before/after rows in one run).
+The FLOPs stay those of the spec's direct convolutions, so with the phase or FFT forms the
+efficiency is direct-equivalent work per second and can exceed 1.
 
 Functions are small and importable, so other sections (``--parallel``: the communication
 share of the data-parallel trainer) can reuse :func:`step_flops`, :func:`matmul_rate` and
@@ -40,11 +47,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
+from evogan.gan3d.convolution import ConvBlock
 from evogan.gan3d.networks import build_models
 from evogan.gan3d.precision import ForwardOptions
 from evogan.gan3d.spec import GanSpec, Layer, discriminator_layers, generator_layers, load_spec
@@ -113,11 +121,24 @@ def _batch(spec: GanSpec, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     return ecal, energy, theta
 
 
+def _models(spec: GanSpec, phase: bool = True) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """Both networks from seed 0; ``phase=False`` runs upsampling blocks as separate layers."""
+    networks = build_models(spec, torch.Generator().manual_seed(0))
+    for block in (m for net in networks for m in net.modules() if isinstance(m, ConvBlock)):
+        block.phase = block.phase and phase
+    return networks
+
+
 def _warm_step(
-    spec: GanSpec, batch: int, device: torch.device, forward: ForwardOptions | None, warmup: int
+    spec: GanSpec,
+    batch: int,
+    device: torch.device,
+    forward: ForwardOptions | None,
+    warmup: int,
+    phase: bool = True,
 ) -> tuple[GanStep, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A training step with its batch on ``device``, after ``warmup`` untimed steps."""
-    generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
+    generator, discriminator = _models(spec, phase)
     rng = torch.Generator(device).manual_seed(1)  # on the device, as in the trainer
     step = GanStep(spec, generator, discriminator, rng, device=device, forward=forward)
     ecal, energy, theta = (t.to(device) for t in _batch(spec, batch))
@@ -134,11 +155,12 @@ def train_rate(
     warmup: int = 1,
     device: str | torch.device = "cpu",
     forward: ForwardOptions | None = None,
+    phase: bool = True,
 ) -> float:
     """Training samples/s of ``GanStep.train_step`` (best step after ``warmup`` steps), with
     the batch already on ``device``."""
     device = torch.device(device)
-    step, ecal, energy, theta = _warm_step(spec, batch, device, forward, warmup)
+    step, ecal, energy, theta = _warm_step(spec, batch, device, forward, warmup, phase)
     best = float("inf")
     for _ in range(steps):
         start = time.perf_counter()
@@ -154,10 +176,11 @@ def inference_ms(
     repeats: int = 3,
     device: str | torch.device = "cpu",
     forward: ForwardOptions | None = None,
+    phase: bool = True,
 ) -> float:
     """Milliseconds per generated shower (eval mode, no grad, cells back in GeV on the host)."""
     forward = forward or ForwardOptions()
-    generator, _ = build_models(spec, torch.Generator().manual_seed(0))
+    generator, _ = _models(spec, phase)
     network = forward.prepare(generator.to(device))
     if forward.precision != "float32":
         network = Autocast(generator, forward, torch.device(device))
@@ -265,14 +288,48 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=("float32", "bf16"), default="float32")
     parser.add_argument("--channels-last", action="store_true", help="channels_last_3d layout")
     parser.add_argument("--compile", action="store_true", help="torch.compile G and D forward")
+    parser.add_argument("--convolution", choices=("direct", "fft"), default="direct")
     parser.add_argument(
-        "--compare", action="store_true", help="time forward variants side by side (see above)"
+        "--compare",
+        nargs="*",
+        metavar="VARIANT",
+        help="time forward variants side by side (see above; none named: the four layouts)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
         "--profile", action="store_true", help="also print the kernels of two steps by time"
     )
     return parser
+
+
+VARIANT_WORDS = ("float32", "bf16", "channels-last", "compiled", "fft", "direct-upsampling")
+
+
+def parse_variant(text: str) -> tuple[ForwardOptions, bool]:
+    """``bf16+channels-last+compiled+fft`` -> (forward options, phase form on)."""
+    words = text.split("+")
+    unknown = [w for w in words if w not in VARIANT_WORDS]
+    if unknown or not words:
+        raise SystemExit(
+            f"--compare: unknown variant word(s) {unknown} in {text!r}; join any of "
+            f"{', '.join(VARIANT_WORDS)} with '+'"
+        )
+    forward = ForwardOptions(
+        "bf16" if "bf16" in words else "float32",
+        "channels-last" in words,
+        "compiled" in words,
+        "fft" if "fft" in words else "direct",
+    )
+    return forward, "direct-upsampling" not in words
+
+
+def variant_name(forward: ForwardOptions, phase: bool = True) -> str:
+    words = [forward.precision]
+    words += ["channels-last"] if forward.channels_last else []
+    words += ["compiled"] if forward.compile else []
+    words += ["fft"] if forward.convolution == "fft" else []
+    words += [] if phase else ["direct-upsampling"]
+    return "+".join(words)
 
 
 def variants(compiled: bool) -> list[ForwardOptions]:
@@ -282,21 +339,23 @@ def variants(compiled: bool) -> list[ForwardOptions]:
         for layout in (False, True)
         for precision in ("float32", "bf16")
     ]
-    return plain + [ForwardOptions(o.precision, o.channels_last, True) for o in plain if compiled]
+    return plain + [replace(o, compile=True) for o in plain if compiled]
 
 
 def compare(spec: GanSpec, args: argparse.Namespace) -> list[dict]:
     """Training samples/s and inference ms/shower of every variant, one after another."""
     on_gpu = args.device.startswith("cuda")
+    chosen = [parse_variant(v) for v in args.compare] or [(o, True) for o in variants(args.compile)]
     rows = []
-    for forward in variants(args.compile):
+    for forward, phase in chosen:
         warmup = _warmup(on_gpu, forward)
-        rate = train_rate(spec, args.batch, args.steps, warmup, args.device, forward)
-        ms = inference_ms(spec, args.inference_batch, device=args.device, forward=forward)
-        rows.append({**asdict(forward), "train_samples_per_s": rate, "inference_ms": ms})
-        name = f"{forward.precision}{' channels-last' if forward.channels_last else ''}"
-        name += " compiled" if forward.compile else ""
-        print(f"{name:32s} {rate:10.2f} samples/s {ms:10.3f} ms/shower", flush=True)
+        rate = train_rate(spec, args.batch, args.steps, warmup, args.device, forward, phase)
+        ms = inference_ms(
+            spec, args.inference_batch, device=args.device, forward=forward, phase=phase
+        )
+        name = variant_name(forward, phase)
+        rows.append({"variant": name, "train_samples_per_s": rate, "inference_ms": ms})
+        print(f"{name:44s} {rate:10.2f} samples/s {ms:10.4f} ms/shower", flush=True)
     return rows
 
 
@@ -311,12 +370,12 @@ def main(argv: list[str] | None = None) -> dict:
         torch.backends.cudnn.benchmark = True
     where = args.device if args.device != "cpu" else f"{torch.get_num_threads()} thread(s)"
     print(f"benchmarking {spec.name} on {where}...", flush=True)
-    if args.compare:
+    if args.compare is not None:
         result = {"compare": compare(spec, args), "batch": args.batch, "device": args.device}
         if args.json:
             args.json.write_text(json.dumps(result, indent=2) + "\n")
         return result
-    forward = ForwardOptions(args.precision, args.channels_last, args.compile)
+    forward = ForwardOptions(args.precision, args.channels_last, args.compile, args.convolution)
     single = single_process(
         spec, args.batch, args.steps, args.inference_batch, args.device, forward
     )
