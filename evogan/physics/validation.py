@@ -42,7 +42,7 @@ def generate_showers(
                 hi = min(lo + batch_size, len(energy_t))
                 angle = None if theta_t is None else theta_t[lo:hi].to(device)
                 showers = sample(spec, generator, energy_t[lo:hi].to(device), angle, rng)
-                out[lo:hi] = to_gev(spec, showers).cpu().numpy()
+                torch.from_numpy(out[lo:hi]).copy_(to_gev(spec, showers))  # no host temporary
                 if on_batch is not None:
                     on_batch(hi - lo)
     finally:
