@@ -170,16 +170,6 @@ def train_rate(
     return batch / best
 
 
-def _inference_network(
-    spec: GanSpec, device: str | torch.device, forward: ForwardOptions, phase: bool
-) -> torch.nn.Module:
-    generator, _ = _models(spec, phase)
-    network = forward.prepare(generator.to(device))
-    if forward.precision != "float32":
-        network = Autocast(generator, forward, torch.device(device))
-    return network
-
-
 def inference_ms(
     spec: GanSpec,
     batch: int,
@@ -187,42 +177,33 @@ def inference_ms(
     device: str | torch.device = "cpu",
     forward: ForwardOptions | None = None,
     phase: bool = True,
+    to_host: bool = True,
 ) -> float:
-    """Milliseconds per generated shower (eval mode, no grad, cells back in GeV on the host)."""
-    network = _inference_network(spec, device, forward or ForwardOptions(), phase)
+    """Milliseconds per generated shower (eval mode, no grad, cells in GeV): in host memory as
+    ``generate_showers`` returns them, or left on ``device`` (``to_host=False``)."""
+    device = torch.device(device)
+    forward = forward or ForwardOptions()
+    generator, _ = _models(spec, phase)
+    network = forward.prepare(generator.to(device))
+    if forward.precision != "float32":
+        network = Autocast(generator, forward, device)
     _, energy, theta = _batch(spec, batch)
     rng = torch.Generator(device).manual_seed(2)
-    generate_showers(spec, network, energy.numpy(), theta.numpy(), rng, batch)
+
+    def generate() -> None:
+        if to_host:
+            generate_showers(spec, network, energy.numpy(), theta.numpy(), rng, batch)
+            return
+        with torch.no_grad():
+            to_gev(spec, sample(spec, network.eval(), energy.to(device), theta.to(device), rng))
+        _synchronize(device)
+
+    generate()
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        generate_showers(spec, network, energy.numpy(), theta.numpy(), rng, batch)
+        generate()
         best = min(best, time.perf_counter() - start)
-    return 1e3 * best / batch
-
-
-def device_inference_ms(
-    spec: GanSpec,
-    batch: int,
-    repeats: int = 3,
-    device: str | torch.device = "cpu",
-    forward: ForwardOptions | None = None,
-    phase: bool = True,
-) -> float:
-    """Milliseconds per shower generated and left on ``device`` (cells in GeV): what
-    :func:`inference_ms` costs without the copy into host memory."""
-    device = torch.device(device)
-    network = _inference_network(spec, device, forward or ForwardOptions(), phase).eval()
-    _, energy, theta = (t.to(device) for t in _batch(spec, batch))
-    rng = torch.Generator(device).manual_seed(2)
-    best = float("inf")
-    with torch.no_grad():
-        for i in range(repeats + 1):
-            start = time.perf_counter()
-            to_gev(spec, sample(spec, network, energy, theta, rng))
-            _synchronize(device)
-            if i:
-                best = min(best, time.perf_counter() - start)
     return 1e3 * best / batch
 
 
@@ -304,8 +285,8 @@ def single_process(
         "inference_ms_per_shower": inference_ms(
             spec, inference_batch, device=device, forward=forward
         ),
-        "inference_ms_per_shower_on_device": device_inference_ms(
-            spec, inference_batch, device=device, forward=forward
+        "inference_ms_per_shower_on_device": inference_ms(
+            spec, inference_batch, device=device, forward=forward, to_host=False
         ),
         "inference_gflops_per_shower": flops["generator_forward"] / 1e9,
     }
@@ -386,7 +367,7 @@ def compare(spec: GanSpec, args: argparse.Namespace) -> list[dict]:
         rate = train_rate(spec, args.batch, args.steps, warmup, args.device, forward, phase)
         options = {"device": args.device, "forward": forward, "phase": phase}
         ms = inference_ms(spec, args.inference_batch, **options)
-        on_device = device_inference_ms(spec, args.inference_batch, **options)
+        on_device = inference_ms(spec, args.inference_batch, **options, to_host=False)
         name = variant_name(forward, phase)
         rows.append(
             {
