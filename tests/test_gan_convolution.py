@@ -93,6 +93,20 @@ def test_conv_block_keeps_the_layer_names_and_computes_what_its_layers_do() -> N
     assert torch.allclose(got, expected, rtol=1e-9, atol=1e-9)
 
 
+def test_phase_form_under_bf16_autocast_and_channels_last_stays_within_bf16_rounding() -> None:
+    options = {"slope": 0.3, "bn_eps": 1e-6, "bn_momentum": 0.01}
+    block = conv_block(_shipped_first_block(), 8, rng=torch.Generator().manual_seed(0), **options)
+    layers = nn.Sequential(*block)
+    x = torch.randn(2, 8, 9, 9, 8, generator=torch.Generator().manual_seed(1))
+    expected = layers(x)
+    block.to(memory_format=torch.channels_last_3d)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = block(x.contiguous(memory_format=torch.channels_last_3d))
+    assert got.dtype == torch.bfloat16
+    error = float((got.float() - expected).norm() / expected.norm())
+    assert 1e-4 < error < 2e-2, error  # above 1e-4: bf16 really ran
+
+
 def test_fft_size_has_no_prime_factor_above_seven() -> None:
     assert [fft_size(n) for n in (25, 27, 41, 43, 47, 51, 53)] == [25, 27, 42, 45, 48, 54, 54]
     for n in range(1, 200):
