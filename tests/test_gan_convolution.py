@@ -82,14 +82,17 @@ def _shipped_first_block() -> GeneratorBlock:
 
 def test_conv_block_keeps_the_layer_names_and_computes_what_its_layers_do() -> None:
     options = {"slope": 0.3, "bn_eps": 1e-6, "bn_momentum": 0.01}
-    block = conv_block(_shipped_first_block(), 8, rng=torch.Generator().manual_seed(0), **options)
+    spec_block = GeneratorBlock(
+        upsample=(3, 3, 2), zero_pad=(1, 0, 1), filters=4, kernel=(4, 5, 3), batch_norm=True
+    )
+    block = conv_block(spec_block, 3, rng=torch.Generator().manual_seed(0), **options)
     assert isinstance(block, ConvBlock) and block.phase
     layers = nn.Sequential(*block)
     assert list(block.state_dict()) == list(layers.state_dict())
     block.double()
-    x = torch.randn(4, 8, 9, 9, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(4, 3, 5, 4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     got, expected = block(x), layers(x)  # training mode: batch statistics, same for both
-    assert got.shape == (4, 8, 49, 49, 41)
+    assert got.shape == (4, 4, 14, 8, 12)
     assert torch.allclose(got, expected, rtol=1e-9, atol=1e-9)
 
 
@@ -121,7 +124,7 @@ def test_fft_size_has_no_prime_factor_above_seven() -> None:
 @pytest.mark.parametrize(
     ("channels", "cells", "kernel"),
     [
-        ((16, 8), (51, 51, 27), (5, 6, 6)),
+        ((4, 3), (51, 51, 27), (5, 6, 6)),
         ((1, 4), (12, 11, 9), (5, 4, 4)),
         ((3, 2), (7, 6, 5), (7, 1, 2)),
     ],
