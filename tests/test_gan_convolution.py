@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from mpi4py import MPI
 from torch import nn
 
 from evogan.config import load_config
@@ -26,6 +27,7 @@ from evogan.gan3d.convolution import (
 )
 from evogan.gan3d.networks import build_models
 from evogan.gan3d.precision import ForwardOptions
+from evogan.gan3d.setup import forward_options
 from evogan.gan3d.spec import GanSpec, GeneratorBlock
 from evogan.gan3d.step import GanStep
 from tests.gan_fixtures import TINY, tiny_spec, toy_showers
@@ -205,6 +207,13 @@ def test_training_step_with_fft_convolutions_agrees_with_direct_ones() -> None:
     for net, ref in ref_grads.items():
         difference = float((grads[net] - ref).norm() / ref.norm())
         assert 0 < difference < 1e-3, (net, difference)  # above 0: the FFT form really ran
+
+
+def test_fft_on_a_cpu_runs_and_says_in_one_line_that_it_is_slower_there(capsys) -> None:
+    settings = load_config(TINY, ["trainer.convolution=fft"]).trainer
+    assert forward_options(settings, "cpu", MPI.COMM_SELF) == ForwardOptions(convolution="fft")
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert "trainer.convolution = 'fft'" in line and "slower" in line
 
 
 def test_unknown_convolution_is_refused_in_one_line() -> None:

@@ -76,7 +76,8 @@ def rank_backend(settings: ParallelConfig, device: str, ranks: int, sharing: int
 def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> ForwardOptions:
     """``trainer.precision``, ``channels_last``, ``compile`` and ``convolution`` for this rank
     (collective): bf16 on a GPU without it is refused; where torch.compile fails on any rank,
-    every rank runs eagerly and rank 0 says why."""
+    every rank runs eagerly and rank 0 says why; rank 0 says that FFT convolutions on CPUs are
+    slower."""
     gpu = device.startswith("cuda")
     if settings.precision == "bf16" and gpu and not torch.cuda.is_bf16_supported():
         name = torch.cuda.get_device_name(device)
@@ -95,6 +96,12 @@ def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> F
                     f"({problems[0]}); G and D run eagerly",
                     flush=True,
                 )
+    if settings.convolution == "fft" and not gpu and world.rank == 0:
+        print(
+            "trainer.convolution = 'fft' on CPUs runs slower than direct convolutions "
+            "(docs/benchmarks.md); it is the GPU setting",
+            flush=True,
+        )
     return ForwardOptions(
         settings.precision, settings.channels_last, compiled, settings.convolution
     )
