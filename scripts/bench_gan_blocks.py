@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import torch
+from bench_gan import _synchronize
 
 from evogan.gan3d.convolution import FFT_MIN_TAPS, ConvBlock
 from evogan.gan3d.networks import build_models, sample
@@ -68,9 +69,10 @@ def time_block(
     block: ConvBlock, shape: tuple[int, ...], batch: int, form: str, repeats: int, device
 ) -> float | None:
     """Median ms of forward + backward of ``block`` in ``form`` (None: the form does not apply)."""
-    if form == "phase" and not block.phase:
+    phase = block.phase
+    if form == "phase" and not phase:
         return None
-    block.phase = block.phase and form == "phase"
+    block.phase = phase and form == "phase"
     block.convolution = "fft" if form == "fft" else "direct"
     x = torch.randn(batch, *shape, device=device, requires_grad=True)
     autocast = contextlib.nullcontext()
@@ -82,23 +84,18 @@ def time_block(
     try:
         times = []
         for i in range(repeats + 2):
-            _sync(device)
+            _synchronize(device)
             start = time.perf_counter()
             with autocast:
                 y = block(x)
             y.float().sum().backward()
-            _sync(device)
+            _synchronize(device)
             if i >= 2:
                 times.append(time.perf_counter() - start)
         return 1e3 * statistics.median(times)
     finally:
-        block.fft_min_taps = FFT_MIN_TAPS
+        block.phase, block.fft_min_taps = phase, FFT_MIN_TAPS
         block.to(memory_format=torch.contiguous_format)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -121,13 +118,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"{'block':6s} {'input':22s} {'kernel':10s} {'taps':>5s} {header}")
     rows = []
     for name, block, shape in block_inputs(spec, device):
-        phase = block.phase
         conv = block[block.head - 1]
         row = {"block": name, "input": shape, "kernel": conv.kernel_size}
         for form in FORMS:
-            block.phase = phase
             row[form] = time_block(block, shape, args.batch, form, args.repeats, device)
-        block.phase = phase
         rows.append(row)
         cells = " ".join(f"{row[f]:9.2f}" if row[f] is not None else f"{'-':>9s}" for f in FORMS)
         kernel = "x".join(map(str, conv.kernel_size))

@@ -145,7 +145,9 @@ def fft_correlate_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of :func:`fft_correlate` for its input (the full convolution of ``grad`` with
     the kernel) and its weight (the correlation of the input with ``grad``), each as FFTs;
-    an empty tensor where not asked for."""
+    an empty tensor where not asked for. The input's and kernel's spectra are transformed again
+    rather than kept from the forward pass: stored, they would hold about as much memory as
+    the activations autograd already keeps."""
     size = _fft_shape(x)
     upstream = _spectrum(grad, size)
     grad_x = grad_w = x.new_empty(0)
@@ -213,13 +215,11 @@ class ConvBlock(nn.Sequential):
         conv: nn.Conv3d = self[self.head - 1]
         if self.phase:
             x = upsampled_conv3d(x, conv.weight, conv.bias, self.factors, self.pads)
-        elif self.convolution == "fft" and math.prod(conv.kernel_size) >= self.fft_min_taps:
+        else:
             for layer in list(self)[: self.head - 1]:
                 x = layer(x)
-            x = fft_conv3d(x, conv.weight, conv.bias)
-        else:
-            for layer in list(self)[: self.head]:
-                x = layer(x)
+            fft = self.convolution == "fft" and math.prod(conv.kernel_size) >= self.fft_min_taps
+            x = fft_conv3d(x, conv.weight, conv.bias) if fft else conv(x)
         for layer in list(self)[self.head :]:
             x = layer(x)
         return x
