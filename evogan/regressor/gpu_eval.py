@@ -17,11 +17,11 @@ check it), :func:`available` says no and the torch path runs.
 from __future__ import annotations
 
 import functools
-import importlib.util
-import os
 
 import torch
 from torch import Tensor
+
+from evogan import triton_support
 
 DEPTH = 32  # taps + bias row, padded: the inner dimension of the tile product
 PRECISIONS = ("ieee", "tf32")  # tl.dot's input_precision: float32 multiply-adds, or TF32
@@ -39,22 +39,10 @@ def default_precision() -> str:
 TILE = (128, 32, 32, 4)  # of 8 compared on an H100: best in TF32, near best in float32
 
 
-def _interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-@functools.cache
-def _triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None
-
-
 def available(*tensors: Tensor) -> bool:
     """Whether the kernel can score these tensors: Triton installed, float32, on a CUDA device
     (or on the CPU under ``TRITON_INTERPRET=1``)."""
-    on_device = all(t.is_cuda for t in tensors) or (
-        _interpreted() and all(t.device.type == "cpu" for t in tensors)
-    )
-    return on_device and all(t.dtype == torch.float32 for t in tensors) and _triton_installed()
+    return triton_support.runs_on(*tensors) and all(t.dtype == torch.float32 for t in tensors)
 
 
 @functools.cache
@@ -135,7 +123,7 @@ def fused_rows(
             f"shapes do not fit: weight {tuple(weight.shape)}, patches "
             f"{tuple(patches.shape)}, tail {tuple(tail.shape)} (inner dimension {DEPTH})"
         )
-    if _interpreted():
+    if triton_support.interpreted():
         precision = "ieee"  # the interpreter computes float32 products whatever is asked
     tile_rows, tile_positions, tile_events, warps = TILE
     out = weight.new_empty(rows, events)
