@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from evogan.gan3d.spectral_mixing import correlate_over_batch, mix_channels
+
 FFT_MIN_TAPS = 27  # from 27 taps the FFT form ran at least 1.5x float32 cuDNN (H100, per block)
 
 
@@ -103,66 +105,100 @@ def fft_size(n: int) -> int:
         n += 1
 
 
-def _fft_shape(x: torch.Tensor) -> list[int]:
-    return [fft_size(n) for n in x.shape[2:]]
+def _fft_shape(x: torch.Tensor, pads: list[int]) -> list[int]:
+    return [fft_size(n + pads[2 * a] + pads[2 * a + 1]) for a, n in enumerate(x.shape[2:])]
 
 
-def _valid(x: torch.Tensor, weight: torch.Tensor) -> tuple[int, ...]:
-    return tuple(n - k + 1 for n, k in zip(x.shape[2:], weight.shape[2:], strict=True))
+def _valid(x: torch.Tensor, weight: torch.Tensor, pads: list[int]) -> tuple[int, ...]:
+    """Output cells per axis of the valid correlation of the zero-padded ``x`` with ``weight``."""
+    return tuple(
+        n + pads[2 * a] + pads[2 * a + 1] - k + 1
+        for a, (n, k) in enumerate(zip(x.shape[2:], weight.shape[2:], strict=True))
+    )
 
 
-def _spectrum(x: torch.Tensor, size: list[int]) -> torch.Tensor:
-    return torch.fft.rfftn(x.float(), s=size, dim=(2, 3, 4))
+def _spectrum(x: torch.Tensor, size: list[int], pads: list[int] | None = None) -> torch.Tensor:
+    """Spectrum of ``x`` placed ``pads[2a]`` zero cells into a grid of ``size`` (one copy: the
+    zero extension the transform needs anyway, with the block's padding in it)."""
+    if pads is None:
+        return torch.fft.rfftn(x.float(), s=size, dim=(2, 3, 4))
+    extension = []
+    for a in (2, 1, 0):  # F.pad order: last axis first
+        extension += [pads[2 * a], size[a] - x.shape[2 + a] - pads[2 * a]]
+    return torch.fft.rfftn(F.pad(x.float(), extension), dim=(2, 3, 4))
 
 
-def _signal(spectrum: torch.Tensor, size: list[int], keep: tuple[int, ...]) -> torch.Tensor:
-    """The real signal of ``spectrum``, its first ``keep`` cells per axis."""
+def _signal(
+    spectrum: torch.Tensor, size: list[int], keep: tuple[int, ...], start: list[int] | None = None
+) -> torch.Tensor:
+    """The real signal of ``spectrum``, ``keep`` cells per axis from ``start`` (default 0)."""
     full = torch.fft.irfftn(spectrum, s=size, dim=(2, 3, 4))
-    return full[:, :, : keep[0], : keep[1], : keep[2]].contiguous()
+    a, b, c = start or (0, 0, 0)
+    return full[:, :, a : a + keep[0], b : b + keep[1], c : c + keep[2]]
 
 
 @torch.library.custom_op("evogan::fft_correlate", mutates_args=())
-def fft_correlate(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``conv3d(x, weight)`` (valid, stride 1, no bias) as real FFTs, in float32.
+def fft_correlate(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pads: list[int]
+) -> torch.Tensor:
+    """``conv3d(pad(x, pads), weight, bias)`` (valid, stride 1) as real FFTs, in float32.
 
-    A circular correlation over at least the input's length never wraps into the valid
-    outputs, so the product of the spectra holds them at positions ``0 .. n - k``. A custom
-    operator, so that torch.compile keeps it whole (TorchInductor has no complex tensors).
+    ``pads``: (before, after) zero cells for each of the three axes. A circular correlation
+    over at least the padded input's length never wraps into the valid outputs, so the product
+    of the spectra holds them at positions ``0 .. n - k``; the padding and the bias ride on the
+    copies the transforms make anyway. A custom operator, so that torch.compile keeps it whole
+    (TorchInductor has no complex tensors).
     """
-    size = _fft_shape(x)
-    mixed = torch.einsum("bixyz,oixyz->boxyz", _spectrum(x, size), _spectrum(weight, size).conj())
-    return _signal(mixed, size, _valid(x, weight))
+    size = _fft_shape(x, pads)
+    spectra = _spectrum(x, size, pads)
+    mixed = mix_channels(spectra, _spectrum(weight, size), conjugate=True, transpose=False)
+    out = _signal(mixed, size, _valid(x, weight, pads))
+    return out.contiguous() if bias is None else out + bias.float().view(1, -1, 1, 1, 1)
 
 
 @fft_correlate.register_fake
-def _fft_correlate_shape(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return x.new_empty((x.shape[0], weight.shape[0], *_valid(x, weight)), dtype=torch.float32)
+def _fft_correlate_shape(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pads: list[int]
+) -> torch.Tensor:
+    shape = (x.shape[0], weight.shape[0], *_valid(x, weight, pads))
+    return x.new_empty(shape, dtype=torch.float32)
 
 
 @torch.library.custom_op("evogan::fft_correlate_backward", mutates_args=())
 def fft_correlate_backward(
-    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, for_input: bool, for_weight: bool
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    pads: list[int],
+    for_input: bool,
+    for_weight: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of :func:`fft_correlate` for its input (the full convolution of ``grad`` with
-    the kernel) and its weight (the correlation of the input with ``grad``), each as FFTs;
-    an empty tensor where not asked for. The input's and kernel's spectra are transformed again
-    rather than kept from the forward pass: stored, they would hold about as much memory as
-    the activations autograd already keeps."""
-    size = _fft_shape(x)
+    the kernel, where the unpadded input sits) and its weight (the correlation of the padded
+    input with ``grad``), each as FFTs; an empty tensor where not asked for. The input's and
+    kernel's spectra are transformed again rather than kept from the forward pass: stored, they
+    would hold about as much memory as the activations autograd already keeps."""
+    size = _fft_shape(x, pads)
     upstream = _spectrum(grad, size)
     grad_x = grad_w = x.new_empty(0)
     if for_input:
-        mixed = torch.einsum("boxyz,oixyz->bixyz", upstream, _spectrum(weight, size))
-        grad_x = _signal(mixed, size, tuple(x.shape[2:])).to(x.dtype)
+        mixed = mix_channels(upstream, _spectrum(weight, size), conjugate=False, transpose=True)
+        start = pads[0::2]
+        grad_x = _signal(mixed, size, tuple(x.shape[2:]), start).to(x.dtype).contiguous()
     if for_weight:
-        mixed = torch.einsum("bixyz,boxyz->oixyz", _spectrum(x, size), upstream.conj())
-        grad_w = _signal(mixed, size, tuple(weight.shape[2:])).to(weight.dtype)
+        mixed = correlate_over_batch(_spectrum(x, size, pads), upstream)
+        grad_w = _signal(mixed, size, tuple(weight.shape[2:])).to(weight.dtype).contiguous()
     return grad_x, grad_w
 
 
 @fft_correlate_backward.register_fake
 def _fft_correlate_backward_shape(
-    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, for_input: bool, for_weight: bool
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    pads: list[int],
+    for_input: bool,
+    for_weight: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     return (
         x.new_empty(x.shape) if for_input else x.new_empty(0),
@@ -171,25 +207,34 @@ def _fft_correlate_backward_shape(
 
 
 def _keep_inputs(ctx, inputs: tuple, output: torch.Tensor) -> None:
-    ctx.save_for_backward(*inputs)
+    x, weight, _, pads = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.pads = pads
 
 
 def _fft_correlate_grads(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
     x, weight = ctx.saved_tensors
-    for_input, for_weight = ctx.needs_input_grad
-    grad_x, grad_w = fft_correlate_backward(grad, x, weight, for_input, for_weight)
-    return (grad_x if for_input else None, grad_w if for_weight else None)
+    for_input, for_weight, for_bias, _ = ctx.needs_input_grad
+    grad_x, grad_w = fft_correlate_backward(grad, x, weight, ctx.pads, for_input, for_weight)
+    grad_bias = grad.sum(dim=(0, 2, 3, 4)) if for_bias else None
+    return (grad_x if for_input else None, grad_w if for_weight else None, grad_bias, None)
 
 
 fft_correlate.register_autograd(_fft_correlate_grads, setup_context=_keep_inputs)
 
 
-def fft_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``conv3d(x, weight, bias)`` (valid, stride 1) through :func:`fft_correlate`, float32
-    whatever the autocast (cuFFT has no bfloat16), on contiguous tensors whatever the layout
-    (the transforms want them, and the compiled graph then knows every stride)."""
-    y = fft_correlate(x.contiguous(), weight.contiguous())
-    return y if bias is None else y + bias.float().view(1, -1, 1, 1, 1)
+def fft_conv3d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    pads: tuple[tuple[int, int], ...] = ((0, 0),) * 3,
+) -> torch.Tensor:
+    """``conv3d(pad(x, pads), weight, bias)`` (valid, stride 1; ``pads`` (before, after) zero
+    cells per axis) through :func:`fft_correlate`, float32 whatever the autocast (cuFFT has no
+    bfloat16), on contiguous tensors whatever the layout (the transforms want them, and the
+    compiled graph then knows every stride)."""
+    flat = [cells for axis in pads for cells in axis]
+    return fft_correlate(x.contiguous(), weight.contiguous(), bias, flat)
 
 
 class ConvBlock(nn.Sequential):
@@ -207,6 +252,8 @@ class ConvBlock(nn.Sequential):
         up = next((m for m in layers[: self.head] if isinstance(m, nn.Upsample)), None)
         pad = next((m for m in layers[: self.head] if isinstance(m, nn.ConstantPad3d)), None)
         self.factors = (1, 1, 1) if up is None else tuple(int(f) for f in up.scale_factor)
+        if pad is not None and pad.value != 0:
+            raise ValueError(f"a spec block pads with zeros, not {pad.value}")
         spec_pads = (0,) * 6 if pad is None else pad.padding  # F.pad order: z, y, x
         self.pads = tuple(tuple(spec_pads[4 - 2 * a : 6 - 2 * a]) for a in range(3))
         self.phase = self.factors != (1, 1, 1) and phase_pays(self.factors, conv.kernel_size)
@@ -215,11 +262,13 @@ class ConvBlock(nn.Sequential):
         conv: nn.Conv3d = self[self.head - 1]
         if self.phase:
             x = upsampled_conv3d(x, conv.weight, conv.bias, self.factors, self.pads)
-        else:
+        elif self.convolution == "fft" and math.prod(conv.kernel_size) >= self.fft_min_taps:
             for layer in list(self)[: self.head - 1]:
+                x = x if isinstance(layer, nn.ConstantPad3d) else layer(x)  # the FFT's padding
+            x = fft_conv3d(x, conv.weight, conv.bias, self.pads)
+        else:
+            for layer in list(self)[: self.head]:
                 x = layer(x)
-            fft = self.convolution == "fft" and math.prod(conv.kernel_size) >= self.fft_min_taps
-            x = fft_conv3d(x, conv.weight, conv.bias) if fft else conv(x)
         for layer in list(self)[self.head :]:
             x = layer(x)
         return x
