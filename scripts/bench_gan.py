@@ -31,9 +31,11 @@ inference under bf16 autocast returns bf16-rounded showers). ``--compare`` times
 channels-last and both (and each compiled too, with ``--compile``) one after another, training
 and inference only (no FLOP bound), as a quick table; compilation happens in the warm-up steps,
 not the timed ones. ``--compare VARIANT ...`` times the variants named, each a ``+``-joined set of
-``float32``/``bf16``, ``channels-last``, ``compiled``, ``fft`` and ``direct-upsampling`` (the
+``float32``/``bf16``, ``channels-last``, ``compiled``, ``fft``, ``direct-upsampling`` (the
 upsample -> convolution blocks as separate layers, the phase form of
-:mod:`evogan.gan3d.convolution` off, for before/after rows in one run).
+:mod:`evogan.gan3d.convolution` off) and ``einsum-mixing`` (the FFT form's channel mixing
+through ``einsum``, not the Triton kernels of :mod:`evogan.gan3d.spectral_mixing`), for
+before/after rows in one run.
 The FLOPs stay those of the spec's direct convolutions, so with the phase or FFT forms the
 efficiency is direct-equivalent work per second and can exceed 1.
 
@@ -52,6 +54,7 @@ from pathlib import Path
 
 import torch
 
+from evogan.gan3d import spectral_mixing
 from evogan.gan3d.convolution import ConvBlock
 from evogan.gan3d.networks import build_models, sample, to_gev
 from evogan.gan3d.precision import ForwardOptions
@@ -317,11 +320,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-VARIANT_WORDS = ("float32", "bf16", "channels-last", "compiled", "fft", "direct-upsampling")
+VARIANT_WORDS = (
+    "float32",
+    "bf16",
+    "channels-last",
+    "compiled",
+    "fft",
+    "direct-upsampling",
+    "einsum-mixing",
+)
 
 
-def parse_variant(text: str) -> tuple[ForwardOptions, bool]:
-    """``bf16+channels-last+compiled+fft`` -> (forward options, phase form on)."""
+def parse_variant(text: str) -> tuple[ForwardOptions, bool, bool]:
+    """``bf16+channels-last+compiled+fft`` -> (forward options, phase form on, Triton channel
+    mixing on)."""
     words = text.split("+")
     unknown = [w for w in words if w not in VARIANT_WORDS]
     if unknown or not words:
@@ -335,15 +347,16 @@ def parse_variant(text: str) -> tuple[ForwardOptions, bool]:
         "compiled" in words,
         "fft" if "fft" in words else "direct",
     )
-    return forward, "direct-upsampling" not in words
+    return forward, "direct-upsampling" not in words, "einsum-mixing" not in words
 
 
-def variant_name(forward: ForwardOptions, phase: bool = True) -> str:
+def variant_name(forward: ForwardOptions, phase: bool = True, kernels: bool = True) -> str:
     words = [forward.precision]
     words += ["channels-last"] if forward.channels_last else []
     words += ["compiled"] if forward.compile else []
     words += ["fft"] if forward.convolution == "fft" else []
     words += [] if phase else ["direct-upsampling"]
+    words += [] if kernels else ["einsum-mixing"]
     return "+".join(words)
 
 
@@ -360,21 +373,25 @@ def variants(compiled: bool) -> list[ForwardOptions]:
 def compare(spec: GanSpec, args: argparse.Namespace) -> list[dict]:
     """Training samples/s and inference ms/shower of every variant, one after another."""
     on_gpu = args.device.startswith("cuda")
-    chosen = [parse_variant(v) for v in args.compare] or [(o, True) for o in variants(args.compile)]
+    chosen = [parse_variant(v) for v in args.compare] or [
+        (o, True, True) for o in variants(args.compile)
+    ]
     rows = []
-    for forward, phase in chosen:
+    for forward, phase, kernels in chosen:
+        spectral_mixing.allow_forms(*([] if kernels else ["einsum"]))  # also forgets choices
         warmup = _warmup(on_gpu, forward)
         rate = train_rate(spec, args.batch, args.steps, warmup, args.device, forward, phase)
         options = {"device": args.device, "forward": forward, "phase": phase}
         ms = inference_ms(spec, args.inference_batch, **options)
         on_device = inference_ms(spec, args.inference_batch, **options, to_host=False)
-        name = variant_name(forward, phase)
+        name = variant_name(forward, phase, kernels)
         rows.append(
             {
                 "variant": name,
                 "train_samples_per_s": rate,
                 "inference_ms": ms,
                 "inference_ms_on_device": on_device,
+                "channel_mixing": spectral_mixing.chosen_forms(),
             }
         )
         print(
