@@ -64,4 +64,33 @@ def test_generate_errors_are_one_line_and_leave_no_file(tmp_path: Path, capsys) 
     assert main(["generate", str(not_model), "--events", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "not a readable HDF5 file" in err
+    for device, problem in (
+        ("tpu", "--device must be cpu, cuda or cuda:N, got 'tpu'"),
+        ("cuda:x", "--device must be cpu, cuda or cuda:N, got 'cuda:x'"),
+    ):
+        assert (
+            main(["generate", str(model), "--events", "2", "--out", str(out), "--device", device])
+            == 2
+        )
+        assert problem in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert (
+            main(["generate", str(model), "--events", "2", "--out", str(out), "--device", "cuda"])
+            == 2
+        )
+        assert "--device cuda: torch sees no GPU here; use --device cpu" in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.glob(".x.h5*")) == []
+
+
+def test_the_fft_convolution_generates_the_same_showers(tmp_path: Path) -> None:
+    """``--convolution fft`` (the GPU default) against the direct form on this CPU: the tiny
+    generator's 27-tap convolution runs as FFTs, to float32 rounding of the same showers."""
+    model = save_tiny_generator(tmp_path / "g.h5", seed=4)
+    showers = {}
+    for convolution in ("direct", "fft"):
+        out = tmp_path / f"{convolution}.h5"
+        args = ["generate", str(model), "--events", "6", "--seed", "3", "--out", str(out)]
+        assert main([*args, "--convolution", convolution]) == 0
+        showers[convolution] = ShowerDataset.from_files(open_files(out)).read().ecal
+    difference = np.abs(showers["fft"] - showers["direct"])
+    assert 0 < difference.max() <= 1e-5 * np.abs(showers["direct"]).max()
