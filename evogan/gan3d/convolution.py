@@ -14,7 +14,9 @@ so model files and checkpoints do not change:
   multiply-adds this way. Used wherever it needs fewer taps (:func:`phase_pays`).
 - **FFT form** (``trainer.convolution: fft``): a valid cross-correlation as a product of real
   3D FFTs, whose cost hardly depends on the kernel size; in float32 whatever the autocast, since
-  cuFFT has no bfloat16. Used for kernels of at least :data:`FFT_MIN_TAPS` taps.
+  cuFFT has no bfloat16. Used for kernels of at least :data:`FFT_MIN_TAPS` taps. The block's
+  zero padding and the bias are applied on the copies the transforms make anyway; the channel
+  mixing between the transforms is :mod:`evogan.gan3d.spectral_mixing`.
 
 Both match the direct convolution to float32 rounding (``tests/test_gan_convolution.py``).
 """
@@ -150,8 +152,9 @@ def fft_correlate(
     (TorchInductor has no complex tensors).
     """
     size = _fft_shape(x, pads)
-    spectra = _spectrum(x, size, pads)
-    mixed = mix_channels(spectra, _spectrum(weight, size), conjugate=True, transpose=False)
+    mixed = mix_channels(
+        _spectrum(x, size, pads), _spectrum(weight, size), conjugate=True, transpose=False
+    )
     out = _signal(mixed, size, _valid(x, weight, pads))
     return out.contiguous() if bias is None else out + bias.float().view(1, -1, 1, 1, 1)
 
