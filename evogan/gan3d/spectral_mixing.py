@@ -75,7 +75,7 @@ def mix_channels(spectra: Tensor, kernel: Tensor, conjugate: bool, transpose: bo
     def tiled() -> Tensor:
         out = spectra.new_empty((rows, out_channels, *spectra.shape[2:]))
         grid = (-(-rows // ROWS), -(-frequencies // BLOCK_F))
-        _kernels()[0][grid](
+        _channel_product()[grid](
             torch.view_as_real(spectra),
             torch.view_as_real(kernel),
             torch.view_as_real(out),
@@ -115,7 +115,7 @@ def correlate_over_batch(spectra: Tensor, upstream: Tensor) -> Tensor:
     def tiled() -> Tensor:
         out = spectra.new_empty((out_channels, channels, *spectra.shape[2:]))
         grid = (out_channels, -(-frequencies // BLOCK_F))  # one frequency block's programs together
-        _kernels()[1][grid](
+        _batch_correlation()[grid](
             torch.view_as_real(spectra),
             torch.view_as_real(upstream),
             torch.view_as_real(out),
@@ -174,7 +174,7 @@ def _pad(n: int) -> int:
 
 
 @functools.cache
-def _kernels():
+def _channel_product():
     import triton
     import triton.language as tl
 
@@ -219,6 +219,14 @@ def _kernels():
             a_row += 2 * Q * F
             out_row += 2 * P * F
 
+    return channel_product
+
+
+@functools.cache
+def _batch_correlation():
+    import triton
+    import triton.language as tl
+
     @triton.jit
     def batch_correlation(
         x_ptr,  # (N, Q, F) complex as float pairs
@@ -253,4 +261,4 @@ def _kernels():
         tl.store(out_ptr + 2 * p * Q * F + x_cells, re, tile_ok)
         tl.store(out_ptr + 2 * p * Q * F + x_cells + 1, im, tile_ok)
 
-    return channel_product, batch_correlation
+    return batch_correlation
