@@ -106,3 +106,25 @@ def test_without_triton_or_a_gpu_the_products_run_through_einsum() -> None:
 def test_an_unknown_form_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"unknown form\(s\) \['cublas'\]; choose from einsum"):
         spectral_mixing.allow_forms("cublas")
+
+
+def test_a_kernel_that_fails_here_leaves_the_work_to_einsum() -> None:
+    """Where Triton cannot compile or run a kernel on the GPU at hand, the product warns once
+    and runs through einsum instead of stopping the training."""
+
+    def broken() -> torch.Tensor:
+        raise RuntimeError("out of resources: shared memory\nrequired: 300000")
+
+    forms = {"einsum": lambda: torch.ones(2), "tiled": broken}
+    key = ("test", "broken kernel")
+    with pytest.warns(
+        UserWarning, match=r"tiled Triton kernel .* \(RuntimeError: out of resources"
+    ):
+        chosen = spectral_mixing._fastest(key, forms, torch.device("cpu"))
+    try:
+        assert torch.equal(chosen(), torch.ones(2))
+        assert [c["form"] for c in spectral_mixing.chosen_forms() if c["product"] == key] == [
+            "einsum"
+        ]
+    finally:
+        spectral_mixing.allow_forms()  # forgets the test's choice

@@ -20,7 +20,9 @@ them.
 from __future__ import annotations
 
 import functools
+import math
 import time
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -140,13 +142,26 @@ def _fastest(key: tuple, forms: dict[str, Callable[[], Tensor]], device: torch.d
         candidates = [name for name in forms if name in _allowed] or ["einsum"]
         times = {}  # one candidate: nothing to time
         if len(candidates) > 1:
-            times = {name: _seconds(forms[name], device) for name in candidates}
+            times = {name: _seconds(name, forms[name], device) for name in candidates}
         _chosen[key], _timings[key] = min(times, key=times.get, default=candidates[0]), times
     return forms[_chosen[key]]
 
 
-def _seconds(form: Callable[[], Tensor], device: torch.device) -> float:
-    form()  # warm-up: Triton compiles a kernel on its first call
+def _seconds(name: str, form: Callable[[], Tensor], device: torch.device) -> float:
+    """Seconds for three calls of ``form``; infinite, with one warning, where a kernel cannot
+    be compiled or run on this GPU (``einsum`` then does the work)."""
+    try:
+        form()  # warm-up: Triton compiles a kernel on its first call
+    except Exception as exc:
+        if name == "einsum":
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        warnings.warn(
+            f"the {name} Triton kernel of the FFT convolution failed here "
+            f"({type(exc).__name__}: {first}); einsum mixes the channels instead",
+            stacklevel=2,
+        )
+        return math.inf
     _synchronize(device)
     start = time.perf_counter()
     for _ in range(3):
