@@ -10,7 +10,8 @@ product over the batch ran 1.3-5x faster than ``einsum``; the channel products r
 faster with 6-8 channels and 2-2.5x slower with 16 input channels. So, like cuDNN's
 autotuning, each product shape is timed in every form on its first use and the fastest form
 kept (:func:`chosen_forms` lists the choices); a form's sums run in a fixed order, but the
-choice, and with it float32 rounding, can differ between runs. On CPUs, or without Triton,
+choice, and with it float32 rounding, can differ between runs. A kernel that Triton cannot
+compile or run on the GPU at hand is skipped with one warning. On CPUs, or without Triton,
 ``einsum`` runs.
 
 Spectra are complex64 tensors ``(rows, channels, *frequencies)``, contiguous as the FFTs write
