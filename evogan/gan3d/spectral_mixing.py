@@ -71,9 +71,7 @@ def mix_channels(spectra: Tensor, kernel: Tensor, conjugate: bool, transpose: bo
     rows, channels = spectra.shape[:2]
     out_channels = kernel.shape[1] if transpose else kernel.shape[0]
     frequencies = spectra[0, 0].numel()
-    stride_p, stride_q = kernel.stride(1), kernel.stride(0)
-    if not transpose:
-        stride_p, stride_q = stride_q, stride_p
+    stride_q, stride_p = kernel.stride()[:2] if transpose else kernel.stride()[1::-1]
 
     def tiled() -> Tensor:
         out = spectra.new_empty((rows, out_channels, *spectra.shape[2:]))
