@@ -114,9 +114,9 @@ def test_default_options_change_nothing() -> None:
 
 
 def test_compiling_allows_a_compiled_frame_per_spec_block() -> None:
-    """Seeded dropout splits a compiled discriminator at every block, and each block shape is
-    then a frame of its own: torch's default of 8 per function would leave the rest of the
-    shipped spec's 11 blocks uncompiled."""
+    """Seeded noise injection splits a compiled generator at every block, and each block shape
+    is then a frame of its own: torch's default of 8 per function would leave the rest of an
+    11-block spec uncompiled."""
     config = torch._dynamo.config
     before = config.recompile_limit
     try:

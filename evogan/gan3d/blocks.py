@@ -13,25 +13,70 @@ from torch import nn
 from evogan.gan3d.convolution import ConvBlock
 from evogan.gan3d.spec import same_padding
 
+MASK32 = 0xFFFFFFFF
+
+
+def _times(h: torch.Tensor, multiplier: int) -> torch.Tensor:
+    """``h * multiplier`` mod 2**32 for int64 ``h`` below 2**32, in two 16-bit halves of the
+    multiplier so that no product leaves int64 (whose overflow torch leaves undefined)."""
+    low = h * (multiplier & 0xFFFF)
+    high = ((h * (multiplier >> 16)) & 0xFFFF) << 16
+    return (low + high) & MASK32
+
+
+def _mix32(h: torch.Tensor) -> torch.Tensor:
+    """A bijective 32-bit integer hash (xor-shift-multiply with lowbias32's constants)."""
+    h = _times(h ^ (h >> 16), 0x7FEB352D)
+    h = _times(h ^ (h >> 15), 0x846CA68B)
+    return h ^ (h >> 16)
+
+
+def counter_uniform(key: torch.Tensor, shape: torch.Size, device: torch.device) -> torch.Tensor:
+    """Uniform floats in [0, 1) of ``shape``, a pure function of ``key`` (a 32-bit int64
+    scalar) and each element's index: integer arithmetic that torch.compile fuses into the
+    kernel consuming it, where a draw from a ``torch.Generator`` breaks the compiled graph."""
+    index = torch.arange(shape.numel(), device=device, dtype=torch.int64).view(shape)
+    h = _mix32((_mix32(index) + key) & MASK32)
+    return (h >> 8).to(torch.float32) * 2.0**-24
+
 
 class SeededDropout(nn.Module):
     """Dropout whose mask comes from a given ``torch.Generator`` (reproducible per rank).
 
     ``generator`` is set by whoever owns the random stream (the training step); without one
-    the default torch stream is used, exactly like ``nn.Dropout``.
+    the default torch stream is used, exactly like ``nn.Dropout``. Compiled, the mask is
+    :func:`counter_uniform` of a key that :meth:`reseed` draws from ``generator`` and that
+    moves on with every call, so the forward stays one graph (other masks than eager's, from
+    the same stream).
     """
 
     def __init__(self, p: float) -> None:
         super().__init__()
         self.p = p
         self.generator: torch.Generator | None = None
+        self.register_buffer("counter", torch.zeros(2, dtype=torch.int64), persistent=False)
+
+    def reseed(self) -> None:
+        """Draw the compiled path's key from ``generator`` and restart its call count."""
+        if self.generator is not None:
+            key = torch.randint(
+                0, MASK32 + 1, (1,), generator=self.generator, device=self.generator.device
+            )
+            self.counter = torch.cat([key.to(self.counter), self.counter.new_zeros(1)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
         gen = self.generator
-        device = gen.device if gen is not None else x.device
-        keep = torch.rand(x.shape, generator=gen, device=device) >= self.p
+        if gen is not None and torch.compiler.is_compiling():
+            seed, calls = self.counter
+            key = _mix32((_mix32(calls) + seed) & MASK32)
+            # a new tensor, not an in-place count: a pending backward may hold the old one
+            self.counter = torch.stack([seed, calls + 1])
+            keep = counter_uniform(key, x.shape, x.device) >= self.p
+        else:
+            device = gen.device if gen is not None else x.device
+            keep = torch.rand(x.shape, generator=gen, device=device) >= self.p
         return x * keep.to(x.device, x.dtype) / (1.0 - self.p)
 
     def extra_repr(self) -> str:

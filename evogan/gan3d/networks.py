@@ -115,6 +115,12 @@ class Discriminator(nn.Module):
             if isinstance(module, SeededDropout):
                 module.generator = rng
 
+    def reseed_dropout(self) -> None:
+        """Start the compiled dropout masks of a new step from the step's stream."""
+        for module in self.modules():
+            if isinstance(module, SeededDropout):
+                module.reseed()
+
 
 def to_network(spec: GanSpec, ecal_gev: torch.Tensor) -> torch.Tensor:
     """Cells in GeV ``(N, X, Y, Z)`` -> network input ``(N, 1, X, Y, Z)``."""

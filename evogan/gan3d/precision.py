@@ -71,10 +71,11 @@ FRAMES_PER_FUNCTION = 64
 
 
 def _allow_a_frame_per_block() -> None:
-    """Dropout drawn from a seeded generator breaks the compiled graph, so every spec block
-    after it (the block's ``forward``, its convolution) is compiled as a frame of its own, one
-    per block shape: raise torch's limit of such frames per function (8) above the blocks of
-    a generator and a discriminator, so that none runs uncompiled."""
+    """Noise injection drawn from a seeded generator breaks the compiled graph (dropout no
+    longer does: :class:`evogan.gan3d.blocks.SeededDropout`), so every spec block after it (the
+    block's ``forward``, its convolution) is compiled as a frame of its own, one per block
+    shape: raise torch's limit of such frames per function (8) above the blocks of a generator
+    and a discriminator, so that none runs uncompiled."""
     config = torch._dynamo.config
     if hasattr(config, "recompile_limit"):
         config.recompile_limit = max(config.recompile_limit, FRAMES_PER_FUNCTION)
