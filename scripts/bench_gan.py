@@ -224,25 +224,51 @@ class Autocast(torch.nn.Module):
             return self.generator(latent).float()
 
 
-def profile_step(
-    spec: GanSpec, batch: int, device: str, forward: ForwardOptions, rows: int = 15
-) -> str:
-    """The kernels of two training steps (after warm-up) by device time, as torch.profiler's
-    table: where a step's time goes."""
+def _kernel_table(run, device: torch.device, rows: int) -> str:
+    """torch.profiler's table of what ``run()`` spends, by device time: where the time goes."""
     from torch.profiler import ProfilerActivity, profile
 
-    device = torch.device(device)
-    warmup = _warmup(device.type == "cuda", forward)
-    step, ecal, energy, theta = _warm_step(spec, batch, device, forward, warmup)
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as profiler:
-        for _ in range(2):
-            step.train_step(ecal, energy, theta)
+        run()
         _synchronize(device)
     key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     return profiler.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=70)
+
+
+def profile_step(
+    spec: GanSpec, batch: int, device: str, forward: ForwardOptions, rows: int = 15
+) -> str:
+    """The kernels of two training steps (after warm-up) by device time."""
+    device = torch.device(device)
+    warmup = _warmup(device.type == "cuda", forward)
+    step, ecal, energy, theta = _warm_step(spec, batch, device, forward, warmup)
+
+    def two_steps() -> None:
+        for _ in range(2):
+            step.train_step(ecal, energy, theta)
+
+    return _kernel_table(two_steps, device, rows)
+
+
+def profile_inference(
+    spec: GanSpec, batch: int, device: str, forward: ForwardOptions, rows: int = 15
+) -> str:
+    """The kernels of one eval-mode generator pass at ``batch`` (after a warm-up pass), showers
+    left on the device."""
+    device = torch.device(device)
+    network = forward.prepare(_models(spec)[0].to(device)).eval()
+    _, energy, theta = (t.to(device) for t in _batch(spec, batch))
+    rng = torch.Generator(device).manual_seed(2)
+
+    def generate() -> None:
+        with torch.no_grad(), forward.autocast(device):
+            sample(spec, network, energy, theta, rng)
+
+    generate()
+    return _kernel_table(generate, device, rows)
 
 
 def _warmup(on_gpu: bool, forward: ForwardOptions) -> int:
@@ -315,7 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
-        "--profile", action="store_true", help="also print the kernels of two steps by time"
+        "--profile",
+        action="store_true",
+        help="also print the kernels of two steps, then of one generator pass, by time",
     )
     return parser
 
@@ -436,6 +464,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     if args.profile:
         print(profile_step(spec, args.batch, args.device, forward))
+        print(profile_inference(spec, args.inference_batch, args.device, forward))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return result
