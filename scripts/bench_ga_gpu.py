@@ -120,7 +120,7 @@ def compare_tiles(
     layout: RegressorLayout, genomes: dict, batches: list, flops: float, rounds: int
 ) -> list[str]:
     """Fraction of the float32 matmul rate of each kernel tile and precision, interleaved."""
-    shipped, lines = gpu_eval.TILE, []
+    shipped, lines = dict(gpu_eval.TILES), []
     try:
         for n, candidates in genomes.items():
             views, fractions = unflatten(layout, candidates), {}
@@ -128,8 +128,8 @@ def compare_tiles(
                 dense = matmul_tflops()
                 x = batches[round_ % len(batches)]
                 for tile in TILES:
-                    gpu_eval.TILE = tile
                     for precision in gpu_eval.PRECISIONS:
+                        gpu_eval.TILES[precision] = tile
                         ms = _milliseconds(
                             lambda p=precision, x=x, v=views: gpu_filter_sums(layout, v, x, p),
                             10,
@@ -137,13 +137,13 @@ def compare_tiles(
                         fraction = (n + 1) * flops / ms / 1e9 / dense
                         fractions.setdefault((tile, precision), []).append(fraction)
             for (tile, precision), values in fractions.items():
-                mark = " (shipped)" if tile == shipped else ""
+                mark = " (shipped)" if tile == shipped[precision] else ""
                 lines.append(
                     f"{n:8d} tile {tile} {precision:5}: "
                     f"{' '.join(f'{v:.3f}' for v in values)}{mark}"
                 )
     finally:
-        gpu_eval.TILE = shipped
+        gpu_eval.TILES.update(shipped)
     return lines
 
 

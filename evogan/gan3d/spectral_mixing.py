@@ -171,9 +171,14 @@ def _seconds(name: str, form: Callable[[], Tensor], device: torch.device) -> flo
 
 def chosen_forms() -> list[dict]:
     """Each product shape met so far, the form picked for it and every candidate's seconds for
-    three calls (for benchmarks and profiles)."""
+    three calls (for benchmarks and profiles; plain lists, strings and numbers, as JSON wants)."""
     return [
-        {"product": key, "form": form, "seconds": _timings[key]} for key, form in _chosen.items()
+        {
+            "product": [str(part) if isinstance(part, torch.device) else part for part in key],
+            "form": form,
+            "seconds": _timings[key],
+        }
+        for key, form in _chosen.items()
     ]
 
 

@@ -34,9 +34,10 @@ def default_precision() -> str:
     return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
 
 
-# (rows, positions, events, warps) of one program. Fixed, not autotuned: the tile decides the
-# order of the sums, and a generation's fitness must not depend on a timing race.
-TILE = (128, 32, 32, 4)  # of 8 compared on an H100: best in TF32, near best in float32
+# (rows, positions, events, warps) of one program, per precision. Fixed, not autotuned: the
+# tile decides the order of the sums, and a generation's fitness must not depend on a timing
+# race. Each the fastest of 16 compared on an H200 at 4,096 children (docs/benchmarks.md).
+TILES = {"ieee": (256, 32, 16, 8), "tf32": (128, 32, 16, 4)}
 
 
 def available(*tensors: Tensor) -> bool:
@@ -125,7 +126,7 @@ def fused_rows(
         )
     if triton_support.interpreted():
         precision = "ieee"  # the interpreter computes float32 products whatever is asked
-    tile_rows, tile_positions, tile_events, warps = TILE
+    tile_rows, tile_positions, tile_events, warps = TILES[precision]
     out = weight.new_empty(rows, events)
     grid = (-(-rows // tile_rows), -(-events // tile_events))
     _kernel()[grid](
