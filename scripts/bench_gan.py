@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -224,7 +225,7 @@ class Autocast(torch.nn.Module):
             return self.generator(latent).float()
 
 
-def _kernel_table(run, device: torch.device, rows: int) -> str:
+def _kernel_table(run: Callable[[], None], device: torch.device, rows: int) -> str:
     """torch.profiler's table of what ``run()`` spends, by device time: where the time goes."""
     from torch.profiler import ProfilerActivity, profile
 
