@@ -68,11 +68,18 @@ class Task:
     """One unit of long work: count what is done, optionally with a short note."""
 
     def __init__(
-        self, description: str, total: float | None, unit: str, stream: TextIO | None
+        self,
+        description: str,
+        total: float | None,
+        unit: str,
+        stream: TextIO | None,
+        warmup: float = 0,
     ) -> None:
         self.description = description
         self.total = total
         self.unit = unit
+        self.warmup = warmup
+        self._warm: tuple[float, float] | None = None  # (time, completed) when warm-up ended
         self.completed = 0.0
         self.note = ""
         self.started = time.monotonic()
@@ -89,6 +96,8 @@ class Task:
     def update(self, completed: float, note: str | None = None) -> None:
         """Set what is done (for work that reports a position rather than increments)."""
         self.completed = completed
+        if self.warmup > 0 and self._warm is None and completed >= self.warmup:
+            self._warm = (time.monotonic(), completed)
         if note is not None:
             self.note = note
         if self._bar is not None:
@@ -101,13 +110,21 @@ class Task:
 
     @property
     def rate(self) -> float:
-        """Units per second since the start."""
-        elapsed = time.monotonic() - self.started
-        return self.completed / elapsed if elapsed > 0 else 0.0
+        """Units per second since the start; with ``warmup``, since the first ``warmup`` units
+        were done (their time holds one-time costs such as compilation), and NaN until a unit
+        after them is done."""
+        if self.warmup <= 0:
+            since, done = self.started, 0.0
+        elif self._warm is None or self.completed <= self._warm[1]:
+            return float("nan")
+        else:
+            since, done = self._warm
+        elapsed = time.monotonic() - since
+        return (self.completed - done) / elapsed if elapsed > 0 else 0.0
 
     def eta(self) -> float:
         """Seconds left at the rate so far (inf when unknown)."""
-        if not self.total or self.rate <= 0:
+        if not self.total or not self.rate > 0:
             return float("inf")
         return max(0.0, (self.total - self.completed) / self.rate)
 
@@ -119,7 +136,9 @@ class Task:
             done = f"{self.completed:g}/{self.total:g}{unit} ({share:.0f}%)"
         else:
             done = f"{self.completed:g}{unit}"
-        parts = [f"{self.description}: {done}", f"{self.rate:.3g}{unit}/s"]
+        rate = self.rate
+        shown = "?" if rate != rate else f"{rate:.3g}"  # NaN: not known yet
+        parts = [f"{self.description}: {done}", f"{shown}{unit}/s"]
         if self.total:
             parts.append(f"ETA {format_seconds(self.eta())}")
         if self.note:
@@ -129,18 +148,24 @@ class Task:
 
 @contextmanager
 def progress(
-    description: str, total: float | None = None, *, unit: str = "", show: bool = True
+    description: str,
+    total: float | None = None,
+    *,
+    unit: str = "",
+    show: bool = True,
+    warmup: float = 0,
 ) -> Iterator[Task]:
     """A :class:`Task` whose progress is displayed while the block runs.
 
-    ``show`` is false on every rank but 0 (and the task then only counts). ``EVOGAN_PROGRESS``
-    picks the display: ``auto`` (a bar on a terminal, lines otherwise), ``bar``, ``lines`` or
-    ``off``. Inside :func:`hushed` the task only counts.
+    ``show`` is false on every rank but 0 (and the task then only counts). ``warmup``: units
+    whose time the rate and ETA leave out (a training's first step compiles and autotunes).
+    ``EVOGAN_PROGRESS`` picks the display: ``auto`` (a bar on a terminal, lines otherwise),
+    ``bar``, ``lines`` or ``off``. Inside :func:`hushed` the task only counts.
     """
     mode = progress_mode() if show and not _hushed else "off"
     if mode == "auto":
         mode = "bar" if sys.stderr.isatty() else "lines"
-    task = Task(description, total, unit, sys.stderr if mode == "lines" else None)
+    task = Task(description, total, unit, sys.stderr if mode == "lines" else None, warmup)
     if mode != "bar":
         try:
             yield task

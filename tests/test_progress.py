@@ -42,6 +42,20 @@ def test_task_counts_and_estimates_from_its_rate() -> None:
     assert "(100%)" in task.line() and "ETA 0s" in task.line()
 
 
+def test_a_warm_up_unit_is_left_out_of_the_rate_and_eta() -> None:
+    """A training's first step compiles: its minute must not turn a 2-minute ETA into hours."""
+    task = Task("train", total=300, unit="steps", stream=None, warmup=1)
+    task.started = time.monotonic() - 50.0  # the first step took 50 s
+    task.advance(1)
+    assert task.rate != task.rate and task.eta() == float("inf")
+    assert task.line() == "train: 1/300 steps (0%), ? steps/s, ETA ?"
+    task.advance(20)
+    task._warm = (time.monotonic() - 4.0, 1.0)  # 20 steps in the 4 s after the first
+    assert task.rate == pytest.approx(5.0, rel=1e-3)
+    assert task.eta() == pytest.approx(279 / 5.0, rel=1e-3)
+    assert task.line() == "train: 21/300 steps (7%), 5 steps/s, ETA 56s"
+
+
 def test_task_without_total_has_no_eta() -> None:
     task = Task("scan", total=None, unit="", stream=None)
     task.advance(3)

@@ -203,7 +203,8 @@ class EpochLoop:
         if self.lead:
             self.metrics = MetricsWriter(self.run.file("metrics.jsonl"))
         try:
-            with progress("train", total=total, unit="steps", show=self.lead) as task:
+            # the first step compiles, autotunes and times the FFT products' forms
+            with progress("train", total=total, unit="steps", show=self.lead, warmup=1) as task:
                 while position.epoch < target:
                     if not self._epoch(position, on_step, task):
                         self._stop(position)
