@@ -7,6 +7,8 @@ kernel puts the extra cell after the data; that and ZeroPadding3D are folded int
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -31,49 +33,85 @@ def _mix32(h: torch.Tensor) -> torch.Tensor:
     return h ^ (h >> 16)
 
 
-def counter_uniform(key: torch.Tensor, shape: torch.Size, device: torch.device) -> torch.Tensor:
-    """Uniform floats in [0, 1) of ``shape``, a pure function of ``key`` (a 32-bit int64
-    scalar) and each element's index: integer arithmetic that torch.compile fuses into the
-    kernel consuming it, where a draw from a ``torch.Generator`` breaks the compiled graph."""
-    index = torch.arange(shape.numel(), device=device, dtype=torch.int64).view(shape)
+def _uniform(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Uniform floats in [0, 1) hashed from ``key`` and ``index`` (int64, below 2**32; they
+    broadcast)."""
     h = _mix32((_mix32(index) + key) & MASK32)
     return (h >> 8).to(torch.float32) * 2.0**-24
 
 
-class SeededDropout(nn.Module):
+def counter_uniform(key: torch.Tensor, shape: torch.Size, device: torch.device) -> torch.Tensor:
+    """Uniform floats in [0, 1) of ``shape``, a pure function of ``key`` (a 32-bit int64
+    scalar) and each element's index: integer arithmetic that torch.compile fuses into the
+    kernel consuming it, where a draw from a ``torch.Generator`` breaks the compiled graph."""
+    return _uniform(key, torch.arange(shape.numel(), device=device, dtype=torch.int64).view(shape))
+
+
+def counter_normal(
+    key: torch.Tensor, shape: torch.Size, device: torch.device, first_row: int = 0
+) -> torch.Tensor:
+    """Standard normal floats of ``shape`` (Box-Muller), a pure function of ``key``, each
+    element's row (``first_row`` + its index along dim 0) and its index within the row: rows
+    ``first_row..`` of one draw for a larger batch, as a data-parallel rank keeps its block."""
+    rows = torch.arange(shape[0], device=device, dtype=torch.int64) + first_row
+    row_keys = _mix32((_mix32(rows) + key) & MASK32).view(-1, *(1,) * (len(shape) - 1))
+    cells = torch.arange(shape[1:].numel(), device=device, dtype=torch.int64).view(1, *shape[1:])
+    radius = torch.sqrt(-2.0 * torch.log1p(-_uniform(row_keys, 2 * cells)))
+    return radius * torch.cos(2.0 * math.pi * _uniform(row_keys, 2 * cells + 1))
+
+
+class CountedDraws(nn.Module):
+    """A module whose random draws can run compiled: each call takes a key hashed from a seed
+    that :meth:`reseed` draws outside the graph and from the number of calls since.
+    ``compiled`` (set by :func:`mark_compiled`) tells the owner of the stream to reseed."""
+
+    compiled = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("counter", torch.zeros(2, dtype=torch.int64), persistent=False)
+
+    def reseed(self, generator: torch.Generator | None) -> None:
+        """Draw the seed from ``generator`` (None: torch's default stream); restart the count."""
+        device = generator.device if generator is not None else self.counter.device
+        key = torch.randint(0, MASK32 + 1, (1,), generator=generator, device=device)
+        self.counter = torch.cat([key.to(self.counter), self.counter.new_zeros(1)])
+
+    def next_key(self) -> torch.Tensor:
+        """This call's key; the count moves on."""
+        seed, calls = self.counter
+        # a new tensor, not an in-place count: a pending backward may hold the old one
+        self.counter = torch.stack([seed, calls + 1])
+        return _mix32((_mix32(calls) + seed) & MASK32)
+
+
+def mark_compiled(module: nn.Module) -> None:
+    """``module`` will run compiled: its :class:`CountedDraws` need a seed before each pass."""
+    for draws in module.modules():
+        if isinstance(draws, CountedDraws):
+            draws.compiled = True
+
+
+class SeededDropout(CountedDraws):
     """Dropout whose mask comes from a given ``torch.Generator`` (reproducible per rank).
 
     ``generator`` is set by whoever owns the random stream (the training step); without one
     the default torch stream is used, exactly like ``nn.Dropout``. Compiled, the mask is
-    :func:`counter_uniform` of a key that :meth:`reseed` draws from ``generator`` and that
-    moves on with every call, so the forward stays one graph (other masks than eager's, from
-    the same stream).
+    :func:`counter_uniform` of :meth:`next_key`, seeded from ``generator`` by the step, so the
+    forward stays one graph (other masks than eager's, from the same stream).
     """
 
     def __init__(self, p: float) -> None:
         super().__init__()
         self.p = p
         self.generator: torch.Generator | None = None
-        self.register_buffer("counter", torch.zeros(2, dtype=torch.int64), persistent=False)
-
-    def reseed(self) -> None:
-        """Draw the compiled path's key from ``generator`` and restart its call count."""
-        if self.generator is not None:
-            key = torch.randint(
-                0, MASK32 + 1, (1,), generator=self.generator, device=self.generator.device
-            )
-            self.counter = torch.cat([key.to(self.counter), self.counter.new_zeros(1)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
         gen = self.generator
         if gen is not None and torch.compiler.is_compiling():
-            seed, calls = self.counter
-            key = _mix32((_mix32(calls) + seed) & MASK32)
-            # a new tensor, not an in-place count: a pending backward may hold the old one
-            self.counter = torch.stack([seed, calls + 1])
-            keep = counter_uniform(key, x.shape, x.device) >= self.p
+            keep = counter_uniform(self.next_key(), x.shape, x.device) >= self.p
         else:
             device = gen.device if gen is not None else x.device
             keep = torch.rand(x.shape, generator=gen, device=device) >= self.p
@@ -116,7 +154,7 @@ class BatchNorm3d(nn.BatchNorm3d):
         return (y + self.bias.view(shape) if self.affine else y).to(x.dtype)
 
 
-class NoiseInjection(nn.Module):
+class NoiseInjection(CountedDraws):
     """Adds per-cell Gaussian noise times a learned per-channel scale (StyleGAN's noise inputs).
 
     A generator that maps one latent vector through convolutions makes smooth cell patterns;
@@ -126,6 +164,8 @@ class NoiseInjection(nn.Module):
     train and eval mode alike, from ``source``: (torch.Generator or None for torch's default
     stream, (index, count)), where a data-parallel rank ``index`` of ``count`` draws for the
     global batch and keeps its block, as :func:`evogan.gan3d.networks.make_latent` does.
+    Compiled, the noise is :func:`counter_normal` of :meth:`next_key`, seeded from that stream
+    by :func:`evogan.gan3d.networks.noise_source`.
     """
 
     def __init__(self, channels: int) -> None:
@@ -134,11 +174,15 @@ class NoiseInjection(nn.Module):
         self.source: tuple[torch.Generator | None, tuple[int, int]] = (None, (0, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gen, (index, count) = self.source
-        n = x.shape[0]
-        device = gen.device if gen is not None else x.device
-        noise = torch.randn((n * count, 1, *x.shape[2:]), generator=gen, device=device)
-        noise = noise[index * n : (index + 1) * n].to(x.device, x.dtype)
+        n, (index, count) = x.shape[0], self.source[1]
+        shape = torch.Size((n, 1, *x.shape[2:]))
+        if torch.compiler.is_compiling():
+            noise = counter_normal(self.next_key(), shape, x.device, index * n).to(x.dtype)
+        else:
+            gen = self.source[0]
+            device = gen.device if gen is not None else x.device
+            noise = torch.randn((n * count, *shape[1:]), generator=gen, device=device)
+            noise = noise[index * n : (index + 1) * n].to(x.device, x.dtype)
         return x + self.scale.view(1, -1, 1, 1, 1) * noise
 
 

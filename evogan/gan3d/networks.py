@@ -49,11 +49,14 @@ def noise_source(
     generator: nn.Module, rng: torch.Generator | None, shard: tuple[int, int] = (0, 1)
 ) -> Iterator[None]:
     """Within the block, the generator's per-cell noise (blocks with ``noise: true``) is drawn
-    from ``rng``, sharded as :func:`make_latent` shards the latent noise; restored after."""
+    from ``rng``, sharded as :func:`make_latent` shards the latent noise (compiled: from a seed
+    drawn here); restored after."""
     layers = [m for m in generator.modules() if isinstance(m, NoiseInjection)]
     before = [m.source for m in layers]
     for m in layers:
         m.source = (rng, shard)
+        if m.compiled:
+            m.reseed(rng)
     try:
         yield
     finally:
@@ -116,10 +119,12 @@ class Discriminator(nn.Module):
                 module.generator = rng
 
     def reseed_dropout(self) -> None:
-        """Start the compiled dropout masks of a new step from the step's stream."""
+        """Start compiled dropout masks of a new pass from the step's stream (eager masks are
+        drawn from it directly: nothing to do)."""
         for module in self.modules():
-            if isinstance(module, SeededDropout):
-                module.reseed()
+            seeded = isinstance(module, SeededDropout) and module.generator is not None
+            if seeded and module.compiled:
+                module.reseed(module.generator)
 
 
 def to_network(spec: GanSpec, ecal_gev: torch.Tensor) -> torch.Tensor:

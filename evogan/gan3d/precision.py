@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from evogan.gan3d.blocks import mark_compiled
 from evogan.gan3d.convolution import set_convolution
 
 
@@ -62,23 +63,9 @@ class ForwardOptions:
         if self.channels_last:
             module.to(memory_format=torch.channels_last_3d)
         if self.compile:
-            _allow_a_frame_per_block()
+            mark_compiled(module)  # its dropout and noise draw from seeds, in one graph
             module.compile()
         return module
-
-
-FRAMES_PER_FUNCTION = 64
-
-
-def _allow_a_frame_per_block() -> None:
-    """Noise injection drawn from a seeded generator breaks the compiled graph (dropout no
-    longer does: :class:`evogan.gan3d.blocks.SeededDropout`), so every spec block after it (the
-    block's ``forward``, its convolution) is compiled as a frame of its own, one per block
-    shape: raise torch's limit of such frames per function (8) above the blocks of a generator
-    and a discriminator, so that none runs uncompiled."""
-    config = torch._dynamo.config
-    if hasattr(config, "recompile_limit"):
-        config.recompile_limit = max(config.recompile_limit, FRAMES_PER_FUNCTION)
 
 
 def compile_problem(device: str | torch.device = "cpu") -> str | None:

@@ -69,12 +69,6 @@ class GanStep:
         self._last_real_sum: torch.Tensor | None = None
         self._last_real: dict[str, torch.Tensor] = {}  # batch features the generator matches
 
-    def _reseed_compiled_dropout(self) -> None:
-        """Compiled, the discriminator's dropout masks are a hash of a key drawn here from the
-        step's stream (eager runs draw them from it directly and leave the stream as it was)."""
-        if self.forward.compile:
-            self.discriminator.reseed_dropout()
-
     def to_network(self, ecal_gev: torch.Tensor) -> torch.Tensor:
         """Real cells in GeV (tensor or numpy) -> discriminator input on this step's device."""
         return self.forward.image(to_network(self.spec, self._cells(ecal_gev)))
@@ -83,7 +77,7 @@ class GanStep:
         self, real_ecal: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None
     ) -> dict[str, float]:
         """Zero the discriminator's grads and backpropagate its loss; no optimiser step."""
-        self._reseed_compiled_dropout()
+        self.discriminator.reseed_dropout()
         real = self.to_network(real_ecal)
         energy, theta = self._conditions(energy, theta, real.shape[0])
         targets = self._targets(energy, theta, real_ecal)
@@ -128,7 +122,7 @@ class GanStep:
         original pairs every generator update with the preceding real batch. The batch terms
         (width, hits, sampling fraction) always match that real batch.
         """
-        self._reseed_compiled_dropout()
+        self.discriminator.reseed_dropout()
         energy, theta = self._conditions(energy, theta, batch_size)
         if ecal_sum is None:
             ecal_sum = self._last_real_sum

@@ -1,5 +1,6 @@
-"""Seeded dropout under torch.compile: masks from a counter hash, no graph break
-(evogan.gan3d.blocks.SeededDropout, counter_uniform)."""
+"""Random draws under torch.compile: seeded dropout's masks and the generator's per-cell
+noise from a counter hash, in one graph (evogan.gan3d.blocks: CountedDraws, counter_uniform,
+counter_normal)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,19 @@ import random
 
 import torch
 
-from evogan.gan3d.blocks import MASK32, SeededDropout, _times, counter_uniform
-from evogan.gan3d.networks import build_models
-from evogan.gan3d.precision import ForwardOptions
+from evogan.gan3d.blocks import (
+    MASK32,
+    NoiseInjection,
+    SeededDropout,
+    _times,
+    counter_normal,
+    counter_uniform,
+    mark_compiled,
+)
+from evogan.gan3d.networks import build_models, noise_source
+from evogan.gan3d.spec import GanSpec, load_spec
 from evogan.gan3d.step import GanStep
+from tests.conftest import REPO
 from tests.gan_fixtures import tiny_spec, toy_showers
 
 P = 0.2
@@ -46,7 +56,7 @@ def test_counter_uniforms_are_uniform_independent_and_keyed() -> None:
 def _compiled_dropout(seed: int) -> tuple[SeededDropout, torch.nn.Module]:
     module = SeededDropout(P)
     module.generator = torch.Generator().manual_seed(seed)
-    module.reseed()
+    module.reseed(module.generator)
     return module, torch.compile(module, backend="aot_eager", fullgraph=True)
 
 
@@ -75,10 +85,9 @@ def test_a_compiled_step_reseeds_its_masks_from_the_step_stream() -> None:
     steps = []
     for _ in range(2):
         generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
+        mark_compiled(discriminator)
         discriminator.compile(backend="aot_eager", fullgraph=True)
-        step = GanStep(spec, generator, discriminator, torch.Generator().manual_seed(1))
-        step.forward = ForwardOptions(compile=True)
-        steps.append(step)
+        steps.append(GanStep(spec, generator, discriminator, torch.Generator().manual_seed(1)))
     losses = [s.discriminator_grads(ecal, energy, theta) for s in steps]
     assert losses[0] == losses[1]
     dropouts = [m for m in steps[0].discriminator.modules() if isinstance(m, SeededDropout)]
@@ -87,3 +96,57 @@ def test_a_compiled_step_reseeds_its_masks_from_the_step_stream() -> None:
     steps[0].generator_grads(4, energy, theta)
     assert [m.counter[0].item() for m in dropouts] != keys
     assert all(m.counter[1].item() == 1 for m in dropouts)
+
+
+def test_counter_normals_are_standard_normal_and_a_rank_gets_its_rows_of_the_batch() -> None:
+    key, shape = torch.tensor(11), torch.Size((40, 1, 30, 30, 20))
+    whole = counter_normal(key, shape, torch.device("cpu"))
+    n = shape.numel()
+    assert abs(whole.mean().item()) < 5 / n**0.5
+    assert abs(whole.var().item() - 1.0) < 5 * (2 / n) ** 0.5
+    assert abs((whole.abs() > 2).float().mean().item() - 0.0455) < 0.002  # two-sided 2 sigma
+    block = counter_normal(key, torch.Size((10, *shape[1:])), torch.device("cpu"), first_row=20)
+    assert torch.equal(block, whole[20:30])
+
+
+def _noisy_layer() -> NoiseInjection:
+    layer = NoiseInjection(2)
+    with torch.no_grad():
+        layer.scale.copy_(torch.tensor([1.0, 3.0]))
+    mark_compiled(layer)
+    return layer
+
+
+def test_compiled_noise_is_one_graph_sharded_like_one_process_and_seeded_by_the_stream() -> None:
+    layer = _noisy_layer()
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    whole_batch = torch.zeros(4, 2, 6, 5, 4)
+    with noise_source(layer, torch.Generator().manual_seed(1)):
+        expected = compiled(whole_batch)
+    assert torch.equal(expected[:, 1], 3 * expected[:, 0])  # one draw per cell, scaled
+    for rank in (0, 1):
+        with noise_source(layer, torch.Generator().manual_seed(1), shard=(rank, 2)):
+            got = compiled(whole_batch[:2])
+        assert torch.equal(got, expected[2 * rank : 2 * rank + 2])
+    with noise_source(layer, torch.Generator().manual_seed(2)):
+        assert not torch.equal(compiled(whole_batch), expected)
+    assert layer.source == (None, (0, 1))
+
+
+def test_shipped_networks_with_dropout_and_noise_compile_without_a_graph_break() -> None:
+    raw = load_spec(REPO / "configs" / "gan3d.yaml").model_dump()
+    for block in raw["generator"]:
+        block["noise"] = True
+    spec = GanSpec.model_validate(raw)
+    generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))
+    for network in (generator, discriminator):
+        mark_compiled(network)
+    discriminator.set_dropout_generator(torch.Generator().manual_seed(1))
+    discriminator.reseed_dropout()
+    latent = torch.randn(2, spec.latent_size)
+    with noise_source(generator, torch.Generator().manual_seed(2)):
+        graphs = torch._dynamo.explain(generator)(latent)
+    assert (graphs.graph_count, graphs.graph_break_count) == (1, 0)
+    image = torch.rand(2, 1, *spec.output_shape)
+    graphs = torch._dynamo.explain(discriminator)(image, torch.full((2,), 50.0))
+    assert (graphs.graph_count, graphs.graph_break_count) == (1, 0)
