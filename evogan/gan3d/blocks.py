@@ -1,8 +1,11 @@
-"""Building blocks of the spec-built 3DGAN: Keras-exact padding, seeded dropout, initialisers.
+"""Building blocks of the spec-built 3DGAN: Keras-exact padding, seeded dropout and noise,
+initialisers.
 
 Everything here is channels-first ``(N, C, X, Y, Z)``. Keras ``same`` padding with an even
 kernel puts the extra cell after the data; that and ZeroPadding3D are folded into one explicit
-``ConstantPad3d`` so PyTorch never decides where padding goes.
+``ConstantPad3d`` so PyTorch never decides where padding goes. Dropout and noise draw from the
+training step's stream; compiled, they hash a seed drawn from it instead (:class:`CountedDraws`),
+so that each network stays one graph.
 """
 
 from __future__ import annotations
