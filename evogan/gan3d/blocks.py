@@ -36,11 +36,14 @@ def _mix32(h: torch.Tensor) -> torch.Tensor:
     return h ^ (h >> 16)
 
 
+def _mix_pair(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """A 32-bit hash of ``key`` and ``index`` (int64, below 2**32; they broadcast)."""
+    return _mix32((_mix32(index) + key) & MASK32)
+
+
 def _uniform(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Uniform floats in [0, 1) hashed from ``key`` and ``index`` (int64, below 2**32; they
-    broadcast)."""
-    h = _mix32((_mix32(index) + key) & MASK32)
-    return (h >> 8).to(torch.float32) * 2.0**-24
+    """Uniform floats in [0, 1) hashed from ``key`` and ``index``."""
+    return (_mix_pair(key, index) >> 8).to(torch.float32) * 2.0**-24
 
 
 def counter_uniform(key: torch.Tensor, shape: torch.Size, device: torch.device) -> torch.Tensor:
@@ -57,7 +60,7 @@ def counter_normal(
     element's row (``first_row`` + its index along dim 0) and its index within the row: rows
     ``first_row..`` of one draw for a larger batch, as a data-parallel rank keeps its block."""
     rows = torch.arange(shape[0], device=device, dtype=torch.int64) + first_row
-    row_keys = _mix32((_mix32(rows) + key) & MASK32).view(-1, *(1,) * (len(shape) - 1))
+    row_keys = _mix_pair(key, rows).view(-1, *(1,) * (len(shape) - 1))
     cells = torch.arange(shape[1:].numel(), device=device, dtype=torch.int64).view(1, *shape[1:])
     radius = torch.sqrt(-2.0 * torch.log1p(-_uniform(row_keys, 2 * cells)))
     return radius * torch.cos(2.0 * math.pi * _uniform(row_keys, 2 * cells + 1))
@@ -85,7 +88,7 @@ class CountedDraws(nn.Module):
         seed, calls = self.counter
         # a new tensor, not an in-place count: a pending backward may hold the old one
         self.counter = torch.stack([seed, calls + 1])
-        return _mix32((_mix32(calls) + seed) & MASK32)
+        return _mix_pair(seed, calls)
 
 
 def mark_compiled(module: nn.Module) -> None:
