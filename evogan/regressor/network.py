@@ -365,9 +365,15 @@ def _folded_tail(layout: RegressorLayout, linear: Tensor) -> Tensor:
     count, filters, pooled_h, pooled_w = linear.shape
     conv_h, conv_w = layout.conv_shape
     pool = layout.pool
-    folded = linear.new_zeros(count, filters, conv_h, conv_w)
-    spread = linear.repeat_interleave(pool, dim=2).repeat_interleave(pool, dim=3) / pool**2
-    folded[:, :, : pooled_h * pool, : pooled_w * pool] = spread
+    used_h, used_w = pooled_h * pool, pooled_w * pool
+    folded = linear.new_empty(count, filters, conv_h, conv_w)
+    folded[:, :, used_h:].zero_()
+    folded[:, :, :used_h, used_w:].zero_()
+    # one strided copy: every pooling window's cells read its pooled weight (a broadcast view)
+    spread = (linear / pool**2)[:, :, :, None, :, None]
+    folded[:, :, :used_h, :used_w].view(count, filters, pooled_h, pool, pooled_w, pool).copy_(
+        spread.expand(-1, -1, -1, pool, -1, pool)
+    )
     return folded
 
 
