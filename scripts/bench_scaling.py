@@ -553,10 +553,12 @@ def curves(
     migration: dict[str, Any] | None,
     gan: dict[str, Any] | None,
     full_step_s: float | None,
+    relative: dict[str, float],
 ) -> dict[str, list[float]]:
     """Predicted efficiency at P = 2..1024 (stop rounds included, as in a real run). The
-    straggler wait uses the ranks' compute spread measured at 2 ranks, relative to the
-    compute (so the 51x51x25 curves assume the tiny spec's relative spread)."""
+    straggler wait uses the ranks' compute spread relative to the compute, pooled over the
+    rank counts measured with a core per rank (``relative``, from :func:`relative_spread`;
+    the 51x51x25 curves assume the tiny spec's relative spread)."""
     link, local = costs.link, costs.local
     out: dict[str, list[float]] = {"ranks": MODEL_RANKS}
     if migration is not None:
@@ -575,14 +577,10 @@ def curves(
                 for p in MODEL_RANKS
             ]
     workloads = []
-    relative = {"sync": 0.0, "arar": 0.0}
     if gan is not None:
         costs = replace(costs, arar_software_s=gan["arar_software_s_per_update"])
         two = {row["mode"]: row for row in gan["rows"] if row["ranks"] == 2}
-        for mode in ("sync", "arar"):
-            compute_s = two[mode]["compute_s"]["median"]
-            relative[mode] = two[mode]["compute_spread_s"]["median"] / compute_s
-            workloads.append(("tiny", mode, compute_s))
+        workloads += [("tiny", mode, two[mode]["compute_s"]["median"]) for mode in relative]
     if full_step_s is not None:
         workloads += [("full", mode, full_step_s) for mode in ("sync", "arar")]
     for spec, mode, compute_s in workloads:
@@ -595,6 +593,21 @@ def curves(
     return out
 
 
+def relative_spread(rows: list[dict[str, Any]], mode: str, cores: int | None) -> float:
+    """The ranks' compute spread over the compute, pooled over the rank counts that had a core
+    per rank (oversubscription adds the scheduler's noise), weighted by the degrees of freedom
+    of each per-step spread (P - 1): a 2-rank spread alone rests on one difference per step."""
+    rows = [row for row in rows if row["mode"] == mode]
+    fair = [row for row in rows if row["ranks"] <= (cores or 0)] or [
+        row for row in rows if row["ranks"] == 2
+    ]
+    weights = [row["ranks"] - 1 for row in fair]
+    squares = [
+        (row["compute_spread_s"]["median"] / row["compute_s"]["median"]) ** 2 for row in fair
+    ]
+    return math.sqrt(sum(w * q for w, q in zip(weights, squares, strict=True)) / sum(weights))
+
+
 def analyse(raw: dict[str, Any], full_step_s: float | None) -> dict[str, Any]:
     link, local, link_report = link_costs(raw)
     collective, collective_report = collective_costs(raw, local)
@@ -602,6 +615,10 @@ def analyse(raw: dict[str, Any], full_step_s: float | None) -> dict[str, Any]:
     checked = all(entry["islands"] and entry["gan"] for entry in raw["rounds"])
     migration = migration_check(raw, link, local) if checked else None
     gan = gan_check(raw, costs) if checked else None
+    relative = {
+        mode: relative_spread(gan["rows"], mode, raw["cores"]) if gan else 0.0
+        for mode in ("sync", "arar")
+    }
     return {
         "link": link_report,
         "collective": collective_report,
@@ -610,7 +627,8 @@ def analyse(raw: dict[str, Any], full_step_s: float | None) -> dict[str, Any]:
         "migration": migration,
         "gan": gan,
         "full_step_s": full_step_s,
-        "model": curves(raw, costs, migration, gan, full_step_s),
+        "relative_spread": relative,
+        "model": curves(raw, costs, migration, gan, full_step_s, relative),
     }
 
 
@@ -695,6 +713,11 @@ def print_tables(raw: dict[str, Any], result: dict[str, Any]) -> None:
     if not names:
         print("\nno compute time to model against: run the check or give --full-step-s")
         return
+    fair = ", ".join(f"{mode} {100 * v:.1f}%" for mode, v in result["relative_spread"].items())
+    print(
+        f"\nthe curves' straggler term: the ranks' compute spread over the compute, pooled over "
+        f"the rank counts with a core per rank: {fair}"
+    )
     print("\npredicted parallel efficiency (%), P = " + ", ".join(map(str, model["ranks"])))
     for name in names:
         print(f"  {name:16s} " + " ".join(f"{100 * v:5.1f}" for v in model[name]))
