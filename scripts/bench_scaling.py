@@ -713,11 +713,14 @@ def print_tables(raw: dict[str, Any], result: dict[str, Any]) -> None:
     if not names:
         print("\nno compute time to model against: run the check or give --full-step-s")
         return
-    fair = ", ".join(f"{mode} {100 * v:.1f}%" for mode, v in result["relative_spread"].items())
-    print(
-        f"\nthe curves' straggler term: the ranks' compute spread over the compute, pooled over "
-        f"the rank counts with a core per rank: {fair}"
-    )
+    if result["gan"] is None:
+        print("\nno 3DGAN runs to measure the ranks' spread: the curves have no straggler term")
+    else:
+        fair = ", ".join(f"{m} {100 * v:.1f}%" for m, v in result["relative_spread"].items())
+        print(
+            "\nthe curves' straggler term: the ranks' compute spread over the compute, pooled "
+            f"over the rank counts with a core per rank: {fair}"
+        )
     print("\npredicted parallel efficiency (%), P = " + ", ".join(map(str, model["ranks"])))
     for name in names:
         print(f"  {name:16s} " + " ".join(f"{100 * v:5.1f}" for v in model[name]))
