@@ -11,8 +11,10 @@ from evogan.regressor import fused_eval
 from evogan.regressor.network import (
     RegressorLayout,
     RegressorNet,
+    batched_features,
     batched_predict,
     evaluation_path,
+    pooled_features,
     unflatten,
 )
 
@@ -189,8 +191,37 @@ def test_fused_sums_rejects_unpadded_or_mismatched_tables() -> None:
         call(vector=torch.tensor([1, 0, 1], dtype=torch.int32))
     with pytest.raises(ValueError, match="tail vectors must be ascending and below 2"):
         call(vector=torch.tensor([0, 1, 2], dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"cell_out must be contiguous float32 \(2, 16, "):
+        fused_eval.fused_sums(
+            x, weight, bias, *tables, tail, vector, cell_out=torch.zeros(2, pooled, 16)
+        )
     assert all(t.dtype == torch.int32 for t in tables)
     assert torch.equal(call(), torch.zeros(2, 3, 8))
+
+
+@needs_compiler
+@pytest.mark.parametrize(
+    ("input_shape", "options"),
+    [
+        ((1, 51, 25), {}),
+        ((1, 51, 25), {"bias": False}),
+        ((1, 51, 25), {"pool": 3, "kernel": 3, "filters": 5}),
+        ((2, 19, 14), {"pool": 4, "kernel": 4, "filters": 3}),
+    ],
+)
+@pytest.mark.parametrize("genomes", [1, 3])
+def test_kernel_features_match_each_network(input_shape, options, genomes) -> None:
+    """The pooled features a readout is fitted on: every candidate's, as its own network
+    computes them, with the same bits alone as next to other candidates."""
+    layout = _layout(input_shape, **options)
+    weights, x = _draw(layout, genomes, 6, seed=3)
+    with torch.no_grad():
+        expected = torch.stack([pooled_features(layout, genome, x) for genome in weights])
+    features = batched_features(layout, weights, x)
+    assert evaluation_path(layout, weights, x) == FUSED
+    assert features.shape == (genomes, 6, layout.features)
+    torch.testing.assert_close(features, expected, rtol=1e-5, atol=1e-6)
+    assert torch.equal(batched_features(layout, weights[-1:], x)[0], features[-1])
 
 
 @needs_compiler

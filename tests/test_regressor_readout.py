@@ -15,15 +15,20 @@ from evogan.regressor.readout import ReadoutStart, fit_readouts, relative_ridge
 from evogan.regressor.rmsprop import train_rmsprop
 
 
-@pytest.mark.parametrize("events", [12, 200])  # fewer events than features (dual), more (primal)
-def test_relative_ridge_fits_a_linear_target_exactly(events: int) -> None:
+@pytest.mark.parametrize(
+    ("events", "width"),  # fewer events than features (dual), more (primal); Gram matrices of
+    [(12, 30), (200, 30), (150, 400), (400, 150)],  # one and of several blocks
+)
+def test_relative_ridge_fits_a_linear_target_exactly(events: int, width: int) -> None:
     generator = torch.Generator().manual_seed(1)
-    features = torch.rand(events, 30, generator=generator, dtype=torch.float64)
-    truth = torch.rand(30, generator=generator, dtype=torch.float64)
+    features = torch.rand(events, width, generator=generator, dtype=torch.float64)
+    truth = torch.rand(width, generator=generator, dtype=torch.float64)
     target = features @ truth
+    kept = features.clone()
     weights = relative_ridge(features, target, ridge=1e-12)
+    assert torch.equal(features, kept)
     torch.testing.assert_close(features @ weights, target, rtol=1e-6, atol=0)
-    if events > 30:
+    if events > width:
         torch.testing.assert_close(weights, truth, rtol=1e-5, atol=1e-6)
 
 
@@ -52,6 +57,17 @@ def test_fitted_readouts_keep_the_convolution_and_predict_far_better(options) ->
         assert torch.equal(before[name], after[name]) == name.startswith("conv.")
     errors = [mape(batched_predict(layout, g, data.x), data.y) for g in (drawn, fitted)]
     assert (errors[0] > 0.9).all() and (errors[1] < 0.1).all(), errors
+
+
+def test_networks_fitted_together_get_the_bits_they_get_alone() -> None:
+    """Ten networks span two feature batches; each network's fit depends on it alone."""
+    layout = RegressorLayout.from_config(RegressorModelConfig(filters=4, kernel=3), (1, 14, 10))
+    data = _data()
+    drawn = initial_weights(layout, 10, torch.Generator().manual_seed(5))
+    together = fit_readouts(layout, drawn, data.x, data.y, ridge=1e-4)
+    for row in (0, 7, 8, 9):
+        alone = fit_readouts(layout, drawn[row : row + 1], data.x, data.y, ridge=1e-4)
+        assert torch.equal(alone[0], together[row])
 
 
 def test_the_fit_is_the_same_on_any_thread_count_and_restores_it() -> None:

@@ -8,11 +8,13 @@
  *
  *   out[b][t][l] = sum_c pooled_b[c][tail_vector[t] * LANES + l] * tail[t][c][l]
  *
- * is the contribution of one (candidate, filter) pair in lane l. No convolution output is
- * kept: a block of NV x LANES rows times NP positions is accumulated in registers over all
- * taps, rectified and added to its pooling cell. Rows are the vector lanes (weights stored
- * tap-major, rows padded to a multiple of LANES); input pixels are broadcast, addressed through
- * the position and tap offset tables, so any channel count, kernel size or pooling works.
+ * is the contribution of one (candidate, filter) pair in lane l. When asked, the pooled sums
+ * themselves are written too (the features a least-squares readout is fitted on). No
+ * convolution output is kept: a block of NV x LANES rows times NP positions is accumulated in
+ * registers over all taps, rectified and added to its pooling cell. Rows are the vector lanes
+ * (weights stored tap-major, rows padded to a multiple of LANES); input pixels are broadcast,
+ * addressed through the position and tap offset tables, so any channel count, kernel size or
+ * pooling works.
  *
  * Lanes never mix: a row's pooled sums and a (candidate, filter) pair's tail sum have the same
  * bits in whatever lane and next to whatever rows they are computed, so a candidate scores
@@ -48,6 +50,7 @@ struct job {
     const int *tail_vector;   /* [tails], ascending */
     long tails;
     float *out;          /* [events][tails][LANES] */
+    float *cell_out;     /* [events][rows][cells] pooled sums, or NULL */
     long first, last;    /* events [first, last) */
     int failed;
 };
@@ -135,6 +138,17 @@ static void block_tails(const struct job *j, const float *pooled, long first, lo
     }
 }
 
+/* The block's pooled sums of every real cell into the event's [rows][cells] output (a row's
+ * cells together: the features of one filter, in the order the linear layer reads them). */
+static void block_cells(const struct job *j, const float *pooled, long col, long count,
+                        float *cell_out) {
+    const long width = count * LANES;
+    for (long r = 0; r < width; r++) {
+        float *out = cell_out + (col + r) * j->cells;
+        for (long c = 0; c < j->cells; c++) out[c] = pooled[c * width + r];
+    }
+}
+
 static void *run(void *arg) {
     struct job *j = arg;
     float *pooled = malloc((size_t)(j->cells + 1) * BLOCK_VECTORS * LANES * sizeof(float));
@@ -145,14 +159,17 @@ static void *run(void *arg) {
     for (long b = j->first; b < j->last; b++) {
         const float *xb = j->x + (j->index ? j->index[b] : b) * j->event_stride;
         float *out = j->out + b * j->tails * LANES;
+        float *cell_out = j->cell_out ? j->cell_out + b * j->cells * j->rows : NULL;
         long col = 0, t = 0;
         for (; col + 2 * LANES <= j->rows; col += 2 * LANES) {
             block_2x6(j, xb, col, pooled);
             block_tails(j, pooled, col / LANES, 2, &t, out);
+            if (cell_out) block_cells(j, pooled, col, 2, cell_out);
         }
         if (j->rows - col == LANES) {
             block_1x12(j, xb, col, pooled);
             block_tails(j, pooled, col / LANES, 1, &t, out);
+            if (cell_out) block_cells(j, pooled, col, 1, cell_out);
         }
     }
     free(pooled);
@@ -168,7 +185,7 @@ int evogan_fused_eval(const float *x, const long *index, long events, long event
                       const float *weight, const float *bias, const int *pos, const int *cell,
                       int quads, long positions, long cells, const int *tap, long taps, long rows,
                       const float *tail, const int *tail_vector, long tails, float *out,
-                      int threads) {
+                      float *cell_out, int threads) {
     if (events < 0 || rows % LANES || positions % 12 || threads < 1 || threads > MAX_THREADS)
         return -1;
     if (threads > events) threads = events > 0 ? (int)events : 1;
@@ -178,7 +195,7 @@ int evogan_fused_eval(const float *x, const long *index, long events, long event
     for (int i = 0; i < threads; i++) {
         jobs[i] = (struct job){x, index, event_stride, weight, bias, pos, cell, quads, tap,
                                positions, cells, taps, rows, tail, tail_vector, tails, out,
-                               events * i / threads, events * (i + 1) / threads, 0};
+                               cell_out, events * i / threads, events * (i + 1) / threads, 0};
     }
     for (int i = 1; i < threads; i++) started[i] = pthread_create(&ids[i], NULL, run, &jobs[i]) == 0;
     run(&jobs[0]);

@@ -50,7 +50,7 @@ def kernel() -> ctypes.CDLL | None:
         *(count, count),  # positions, cells
         *(pointer, count, count),  # tap offsets, taps, rows
         *(pointer, pointer, count),  # tail [tails][cells][LANES], tail vectors, tails
-        *(pointer, ctypes.c_int),  # out [events][tails][LANES], threads
+        *(pointer, pointer, ctypes.c_int),  # out, pooled sums or NULL, threads
     ]
     return library
 
@@ -93,10 +93,12 @@ def fused_sums(
     tail: Tensor,
     tail_vector: Tensor,
     index: Tensor | None = None,
+    cell_out: Tensor | None = None,
 ) -> Tensor:
     """Tail sums (events, tails, LANES) of the events ``x[index]`` (read in place, no gathered
     copy) or all of ``x``: lane by lane, the pooled relu(conv + bias) of the rows in vector
-    ``tail_vector[t]`` weighted by ``tail[t]`` and summed over the pooling cells.
+    ``tail_vector[t]`` weighted by ``tail[t]`` and summed over the pooling cells. Given
+    ``cell_out`` (events, rows, pooling cells), the pooled sums themselves are written there.
 
     ``weight`` (taps, rows) and ``bias`` (rows,) hold one filter per row, rows a multiple of
     LANES (zero rows as padding); ``cells`` (positions,) names each position's pooling cell
@@ -146,12 +148,19 @@ def fused_sums(
             raise ValueError(f"event index reaches outside the {x.shape[0]} events of x")
         events, rows_of_x = index.numel(), index.data_ptr()
     out = x.new_empty(events, tail.shape[0], LANES)
+    if cell_out is not None and (
+        cell_out.shape != (events, rows, pooled)
+        or cell_out.dtype != torch.float32
+        or not cell_out.is_contiguous()
+    ):
+        raise ValueError(f"cell_out must be contiguous float32 {(events, rows, pooled)}")
     threads = max(1, min(torch.get_num_threads(), MAX_THREADS))
     status = library.evogan_fused_eval(
         x.data_ptr(), rows_of_x, events, stride,
         weight.data_ptr(), bias.data_ptr(), positions.data_ptr(), cells.data_ptr(), int(quads),
         count, pooled, taps.data_ptr(), taps.shape[0], rows,
-        tail.data_ptr(), tail_vector.data_ptr(), tail.shape[0], out.data_ptr(), threads,
+        tail.data_ptr(), tail_vector.data_ptr(), tail.shape[0], out.data_ptr(),
+        None if cell_out is None else cell_out.data_ptr(), threads,
     )  # fmt: skip
     if status == -2:
         raise MemoryError("evogan_fused_eval could not allocate its pooling scratch")
@@ -186,21 +195,12 @@ def filter_sums(
     weight = views["conv.weight"]
     count, filters = weight.shape[:2]
     pairs, lanes = count * filters, LANES
-    filter_rows = weight.reshape(count, filters, -1)
-    if "conv.bias" in views:
-        filter_rows = torch.cat([filter_rows, views["conv.bias"].unsqueeze(2)], dim=2)
+    filter_rows = _filter_rows(views)
     own = (filter_rows != filter_rows[:1]).any(dim=2).reshape(-1)
     row = torch.where(own, own.cumsum(0) - 1 + filters, torch.arange(pairs) % filters)
     distinct = torch.cat([filter_rows[0], filter_rows.reshape(pairs, -1)[own]])
-    padded = -(-distinct.shape[0] // lanes) * lanes
-    kernel_size, (_, height, width) = weight.shape[-1], x.shape[1:]
-    pooled = ((height - kernel_size + 1) // pool, (width - kernel_size + 1) // pool)
-    positions, cells, taps = offsets(tuple(x.shape[1:]), kernel_size, pool, pooled)
-    weight_t = weight.new_zeros(taps.shape[0], padded)
-    weight_t[:, : distinct.shape[0]] = distinct[:, : taps.shape[0]].T
-    bias = weight.new_zeros(padded)
-    if "conv.bias" in views:
-        bias[: distinct.shape[0]] = distinct[:, -1]
+    pooled, (positions, cells, taps) = _layout_tables(weight, x, pool)
+    weight_t, bias = _row_tables(distinct, taps.shape[0], "conv.bias" in views)
     lane = row % lanes
     key = row // lanes * count + torch.arange(pairs) // filters
     tail_keys, tail_of = torch.unique(key, return_inverse=True)
@@ -212,3 +212,51 @@ def filter_sums(
     tables = (positions, cells, taps)
     sums = fused_sums(x, weight_t, bias, *tables, tail, tail_vector, index)
     return sums.flatten(1).index_select(1, tail_of * lanes + lane).T
+
+
+def pooled_filters(views: dict[str, Tensor], x: Tensor, pool: int) -> Tensor:
+    """Average-pooled relu(conv + bias) (P, events, filters * pooling cells) of the candidates
+    ``views`` on ``x``, in the order of ``avg_pool2d(...).flatten(1)``: the linear layer's
+    input, as a least-squares readout fit wants it. Every filter is convolved (no sharing);
+    a view of one (events, P, features) tensor."""
+    weight = views["conv.weight"]
+    count, filters = weight.shape[:2]
+    pooled, tables = _layout_tables(weight, x, pool)
+    filter_rows = _filter_rows(views).reshape(count * filters, -1)
+    weight_t, bias = _row_tables(filter_rows, tables[2].shape[0], "conv.bias" in views)
+    cell_count, events = pooled[0] * pooled[1], x.shape[0]
+    sums = x.new_empty(events, weight_t.shape[1], cell_count)
+    no_tails = x.new_empty(0, cell_count, LANES), torch.empty(0, dtype=torch.int32)
+    fused_sums(x, weight_t, bias, *tables, *no_tails, cell_out=sums)
+    per_candidate = sums[:, : count * filters].div_(pool**2)
+    return per_candidate.reshape(events, count, filters * cell_count).transpose(0, 1)
+
+
+def _filter_rows(views: dict[str, Tensor]) -> Tensor:
+    """(P, filters, taps [+ 1]): each filter's taps, then its bias where the network has one."""
+    weight = views["conv.weight"]
+    rows = weight.reshape(*weight.shape[:2], -1)
+    if "conv.bias" in views:
+        rows = torch.cat([rows, views["conv.bias"].unsqueeze(2)], dim=2)
+    return rows
+
+
+def _layout_tables(
+    weight: Tensor, x: Tensor, pool: int
+) -> tuple[tuple[int, int], tuple[Tensor, Tensor, Tensor]]:
+    """The pooled grid of ``weight``'s filters on ``x`` and the kernel's offset tables for it."""
+    kernel_size, (_, height, width) = weight.shape[-1], x.shape[1:]
+    pooled = ((height - kernel_size + 1) // pool, (width - kernel_size + 1) // pool)
+    return pooled, offsets(tuple(x.shape[1:]), kernel_size, pool, pooled)
+
+
+def _row_tables(filter_rows: Tensor, taps: int, bias: bool) -> tuple[Tensor, Tensor]:
+    """The kernel's weight (taps, rows) and bias (rows,) of ``filter_rows`` (rows, taps [+ 1]),
+    rows padded with zeros to a multiple of LANES."""
+    padded = -(-filter_rows.shape[0] // LANES) * LANES
+    weight_t = filter_rows.new_zeros(taps, padded)
+    weight_t[:, : filter_rows.shape[0]] = filter_rows[:, :taps].T
+    bias_row = filter_rows.new_zeros(padded)
+    if bias:
+        bias_row[: filter_rows.shape[0]] = filter_rows[:, -1]
+    return weight_t, bias_row

@@ -199,6 +199,15 @@ def pooled_features(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tenso
     return _pooled(layout, _tensors(layout, genome), x)
 
 
+def batched_features(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> Tensor:
+    """The linear layer's inputs (P, B, features) of P genomes on x (B, C, H, W): from one call
+    of the fused C kernel where it applies (average pooling, float32, no gradient), else one
+    torch forward per genome."""
+    if _fused_applies(layout, genomes, x):
+        return fused_eval.pooled_filters(unflatten(layout, genomes), x, layout.pool)
+    return torch.stack([pooled_features(layout, genome, x) for genome in genomes])
+
+
 def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
     """Differentiable forward of one genome (size,) on x (B, C, H, W) -> (B,)."""
     tensors = _tensors(layout, genome)
