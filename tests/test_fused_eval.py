@@ -20,6 +20,12 @@ from evogan.regressor.network import (
 
 needs_compiler = pytest.mark.skipif(native.compiler() is None, reason="no C compiler ($CC or cc)")
 FUSED, TORCH = "fused C kernel", "torch im2col + matmul"
+LAYOUTS = [  # (input shape, model options): 2 x 2 pooling (sums in registers) and other
+    ((1, 51, 25), {}),  # pooling (sums in memory), rows that fill vectors and rows padded
+    ((1, 51, 25), {"bias": False}),
+    ((1, 51, 25), {"pool": 3, "kernel": 3, "filters": 4}),
+    ((2, 19, 14), {"pool": 4, "kernel": 4, "filters": 5}),
+]
 
 
 def _layout(input_shape=(1, 51, 25), **kwargs) -> RegressorLayout:
@@ -47,15 +53,7 @@ def fresh_kernel():
 
 
 @needs_compiler
-@pytest.mark.parametrize(
-    ("input_shape", "options"),
-    [
-        ((1, 51, 25), {}),
-        ((1, 51, 25), {"bias": False}),
-        ((1, 51, 25), {"pool": 3, "kernel": 3, "filters": 4}),
-        ((2, 19, 14), {"pool": 4, "kernel": 4, "filters": 5}),
-    ],
-)
+@pytest.mark.parametrize(("input_shape", "options"), LAYOUTS)
 @pytest.mark.parametrize(("genomes", "events"), [(1, 7), (9, 13), (3, 1)])
 def test_kernel_matches_each_network(input_shape, options, genomes, events) -> None:
     layout = _layout(input_shape, **options)
@@ -200,15 +198,7 @@ def test_fused_sums_rejects_unpadded_or_mismatched_tables() -> None:
 
 
 @needs_compiler
-@pytest.mark.parametrize(
-    ("input_shape", "options"),
-    [
-        ((1, 51, 25), {}),
-        ((1, 51, 25), {"bias": False}),
-        ((1, 51, 25), {"pool": 3, "kernel": 3, "filters": 5}),
-        ((2, 19, 14), {"pool": 4, "kernel": 4, "filters": 3}),
-    ],
-)
+@pytest.mark.parametrize(("input_shape", "options"), LAYOUTS)
 @pytest.mark.parametrize("genomes", [1, 3])
 def test_kernel_features_match_each_network(input_shape, options, genomes) -> None:
     """The pooled features a readout is fitted on: every candidate's, as its own network
