@@ -47,12 +47,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from bench_regressor import CONFIGS, _pct
 
 from evogan.config import load_config
 from evogan.engine import torch_generator
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
-from evogan.regressor.network import RegressorLayout, functional_forward, initial_weights
+from evogan.regressor.network import RegressorLayout, initial_weights, unflatten
 from evogan.regressor.problem import Minibatch, RegressorProblem
 from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.strategy import build_strategy
@@ -102,9 +103,19 @@ def minibatches(train: RegressorData) -> Iterator[tuple[int, torch.Tensor]]:
         epoch += 1
 
 
+def plain_forward(layout: RegressorLayout, genome: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The network as plain torch layers, convolution, ReLU, average pooling and linear: the
+    peers' forward, as their users write it (evogan's own folds the pooling into the linear
+    layer)."""
+    tensors = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
+    hidden = F.relu(F.conv2d(x, tensors["conv.weight"], tensors.get("conv.bias")))
+    pooled = F.avg_pool2d(hidden, layout.pool).flatten(1)
+    return F.linear(pooled, tensors["linear.weight"], tensors.get("linear.bias")).squeeze(1)
+
+
 def fitness(layout: RegressorLayout, genome: torch.Tensor, x, y) -> float:
     with torch.no_grad():
-        return float(mape(functional_forward(layout, genome, x), y))
+        return float(mape(plain_forward(layout, genome, x), y))
 
 
 def plain_loop(setup: Setup, rate: float) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
@@ -225,7 +236,7 @@ def rmsprop(lr: float, fitted: bool) -> Build:
                 start = None
             _, index = next(batches)
             optimizer.zero_grad(set_to_none=True)
-            mape(functional_forward(layout, weights, train.x[index]), train.y[index]).backward()
+            mape(plain_forward(layout, weights, train.x[index]), train.y[index]).backward()
             optimizer.step()
 
         return step, lambda: weights.detach()

@@ -16,6 +16,7 @@ from evogan.regressor.network import (
     functional_forward,
     initial_weights,
     load_regressor,
+    unflatten,
 )
 from evogan.regressor.problem import RegressorProblem
 from evogan.store import save_weights
@@ -40,6 +41,26 @@ def test_batched_predict_matches_each_network(options) -> None:
         torch.testing.assert_close(row, net(x).detach(), rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(functional_forward(layout, genome, x), net(x))
         assert torch.equal(net.genome(), genome)
+
+
+@pytest.mark.parametrize("options", [{}, {"bias": False}, {"pool": 3, "kernel": 3, "filters": 4}])
+def test_folded_average_pooling_gives_the_layers_outputs_and_gradients(options) -> None:
+    """The forward runs average pooling and the linear layer as one folded product; values
+    and gradients are those of Conv2d -> ReLU -> AvgPool2d -> Linear, cropped rows included."""
+    layout = _layout(**options)
+    generator = torch.Generator().manual_seed(3)
+    genome = (torch.randn(layout.size, generator=generator) * 0.1).requires_grad_()
+    x = torch.rand(6, 1, 51, 25, generator=generator)
+    y = torch.rand(6, generator=generator) + 0.5
+    views = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
+    hidden = torch.relu(torch.conv2d(x, views["conv.weight"], views.get("conv.bias")))
+    pooled = torch.nn.functional.avg_pool2d(hidden, layout.pool).flatten(1)
+    layers = torch.nn.functional.linear(pooled, views["linear.weight"], views.get("linear.bias"))
+    (expected,) = torch.autograd.grad(mape(layers.squeeze(1), y), genome)
+    prediction = functional_forward(layout, genome, x)
+    (gradient,) = torch.autograd.grad(mape(prediction, y), genome)
+    torch.testing.assert_close(prediction, layers.squeeze(1).detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gradient, expected, rtol=1e-5, atol=1e-7)
 
 
 def test_default_network_matches_the_ga_study() -> None:
