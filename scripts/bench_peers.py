@@ -53,7 +53,12 @@ from bench_regressor import CONFIGS, _pct
 from evogan.config import load_config
 from evogan.engine import torch_generator
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
-from evogan.regressor.network import RegressorLayout, initial_weights, unflatten
+from evogan.regressor.network import (
+    RegressorLayout,
+    initial_weights,
+    pooled_features,
+    unflatten,
+)
 from evogan.regressor.problem import Minibatch, RegressorProblem
 from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.strategy import build_strategy
@@ -107,10 +112,9 @@ def plain_forward(layout: RegressorLayout, genome: torch.Tensor, x: torch.Tensor
     """The network as plain torch layers, convolution, ReLU, average pooling and linear: the
     peers' forward, as their users write it (evogan's own folds the pooling into the linear
     layer)."""
-    tensors = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
-    hidden = F.relu(F.conv2d(x, tensors["conv.weight"], tensors.get("conv.bias")))
-    pooled = F.avg_pool2d(hidden, layout.pool).flatten(1)
-    return F.linear(pooled, tensors["linear.weight"], tensors.get("linear.bias")).squeeze(1)
+    linear = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
+    pooled = pooled_features(layout, genome, x)
+    return F.linear(pooled, linear["linear.weight"], linear.get("linear.bias")).squeeze(1)
 
 
 def fitness(layout: RegressorLayout, genome: torch.Tensor, x, y) -> float:
