@@ -38,10 +38,10 @@ from evogan.regressor.network import (
     RegressorLayout,
     batched_predict,
     evaluation_path,
-    gpu_filter_sums,
     initial_weights,
     unflatten,
 )
+from evogan.regressor.patches import gpu_filter_sums
 from evogan.regressor.problem import RegressorProblem
 
 REPO = Path(__file__).resolve().parents[1]

@@ -247,7 +247,7 @@ def test_input_of_another_shape_is_refused_before_any_kernel_runs() -> None:
 @needs_compiler
 def test_kernel_sums_equal_torch_path_sums_per_filter() -> None:
     """The two paths agree filter by filter, not only after the sum over filters."""
-    from evogan.regressor.network import _torch_predict
+    from evogan.regressor.patches import torch_filter_sums
 
     layout = _layout()
     weights, x = _draw(layout, 9, 5, seed=7)
@@ -255,7 +255,7 @@ def test_kernel_sums_equal_torch_path_sums_per_filter() -> None:
     rows = torch.tensor([4, 0, 2, 4])
     with torch.no_grad():
         fused = fused_eval.filter_sums(views, x, layout.pool, None)
-        reference = _torch_predict(layout, views, x, chunk=4)
+        reference = torch_filter_sums(layout, views, x, chunk=4)
         picked = fused_eval.filter_sums(
             views, x, layout.pool, rows
         )  # events read in place by index

@@ -1,9 +1,10 @@
-"""The energy regressor task: the 2D CNN and its batched evaluation of many genomes (``network``,
-``fused_eval`` + ``_fused_eval.c``), the data splits, minibatch order and MAPE shared by every
-method (``data``), the least-squares readout start (``readout``), weights as genomes with MAPE
-fitness (``problem``), the configured GA strategy and its schedules (``strategy``), the GA
-command and its island run (``evolve``, ``islands``, ``island_report``), the RMSprop baseline
-(``rmsprop``), their reports (``report``) and the energy resolution (``resolution``).
+"""The energy regressor task: the 2D CNN and its batched evaluation of many genomes (``layout``,
+``network``, ``fused_eval`` + ``_fused_eval.c``, ``patches``), the data splits, minibatch
+order and MAPE shared by every method (``data``), the least-squares readout start
+(``readout``), weights as genomes with MAPE fitness (``problem``), the configured GA strategy
+and its schedules (``strategy``), the GA command and its island run (``evolve``, ``islands``,
+``island_report``), the RMSprop baseline (``rmsprop``), their reports (``report``) and the
+energy resolution (``resolution``).
 
 Names are imported on first use: the runs need MPI, which a user of the network alone should not
 start.
@@ -17,7 +18,7 @@ _LAZY = {
     "RegressorData": ".data",
     "load_and_check": ".data",
     "mape": ".data",
-    "RegressorLayout": ".network",
+    "RegressorLayout": ".layout",
     "RegressorNet": ".network",
     "load_regressor": ".network",
     "RegressorProblem": ".problem",

@@ -8,123 +8,15 @@ forward (hybrid steps) and :func:`batched_predict` (all candidates of a generati
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from evogan.config.regressor import RegressorModelConfig
-from evogan.errors import ConfigError, DataError
-from evogan.regressor import fused_eval, gpu_eval
-
-
-@dataclass(frozen=True)
-class RegressorLayout:
-    """Shapes of the network for one input shape; checked before anything is allocated."""
-
-    input_shape: tuple[int, int, int]
-    filters: int = 8
-    kernel: int = 5
-    pool: int = 2
-    pooling: str = "avg"
-    bias: bool = True
-
-    @classmethod
-    def from_config(
-        cls, cfg: RegressorModelConfig, input_shape: tuple[int, ...]
-    ) -> RegressorLayout:
-        """Build and check the layout; a network that does not fit the input is a ConfigError."""
-        if len(input_shape) != 3:
-            raise ConfigError(f"regressor input must be (channels, H, W), got {tuple(input_shape)}")
-        layout = cls(
-            tuple(int(n) for n in input_shape),
-            cfg.filters,
-            cfg.kernel,
-            cfg.pool,
-            cfg.pooling,
-            cfg.bias,
-        )
-        _, height, width = layout.input_shape
-        if cfg.kernel > min(height, width):
-            raise ConfigError(
-                f"model.kernel must not exceed the input size {height}x{width}, got {cfg.kernel}"
-            )
-        conv_h, conv_w = layout.conv_shape
-        if cfg.pool > min(conv_h, conv_w):
-            raise ConfigError(
-                f"model.pool must not exceed the convolution output {conv_h}x{conv_w} "
-                f"(input {height}x{width}, kernel {cfg.kernel}), got {cfg.pool}"
-            )
-        return layout
-
-    @property
-    def conv_shape(self) -> tuple[int, int]:
-        _, height, width = self.input_shape
-        return height - self.kernel + 1, width - self.kernel + 1
-
-    @property
-    def pooled_shape(self) -> tuple[int, int]:
-        conv_h, conv_w = self.conv_shape
-        return conv_h // self.pool, conv_w // self.pool
-
-    @property
-    def features(self) -> int:
-        pooled_h, pooled_w = self.pooled_shape
-        return self.filters * pooled_h * pooled_w
-
-    @property
-    def shapes(self) -> dict[str, tuple[int, ...]]:
-        """Tensor name -> shape, in genome order (names match :class:`RegressorNet`)."""
-        channels = self.input_shape[0]
-        shapes: dict[str, tuple[int, ...]] = {
-            "conv.weight": (self.filters, channels, self.kernel, self.kernel)
-        }
-        if self.bias:
-            shapes["conv.bias"] = (self.filters,)
-        shapes["linear.weight"] = (1, self.features)
-        if self.bias:
-            shapes["linear.bias"] = (1,)
-        return shapes
-
-    @property
-    def size(self) -> int:
-        """Number of weights in a genome."""
-        return sum(math.prod(shape) for shape in self.shapes.values())
-
-    def fan_in(self, name: str) -> int:
-        """Inputs feeding one unit of the layer that owns tensor ``name`` (for initialisation)."""
-        if name.startswith("conv."):
-            return self.input_shape[0] * self.kernel * self.kernel
-        return self.features
-
-    def flops_per_sample(self) -> int:
-        """Multiply-adds x 2 of the convolution and the linear layer for one event."""
-        conv_h, conv_w = self.conv_shape
-        conv = 2 * self.filters * self.input_shape[0] * self.kernel**2 * conv_h * conv_w
-        return conv + 2 * self.features
-
-    def to_meta(self) -> dict:
-        return {
-            "input_shape": list(self.input_shape),
-            "filters": self.filters,
-            "kernel": self.kernel,
-            "pool": self.pool,
-            "pooling": self.pooling,
-            "bias": self.bias,
-        }
-
-    @classmethod
-    def from_meta(cls, meta: dict) -> RegressorLayout:
-        return cls(
-            tuple(meta["input_shape"]),
-            meta["filters"],
-            meta["kernel"],
-            meta["pool"],
-            meta["pooling"],
-            meta["bias"],
-        )
+from evogan.errors import DataError
+from evogan.regressor import fused_eval, gpu_eval, patches
+from evogan.regressor.layout import RegressorLayout
 
 
 def unflatten(layout: RegressorLayout, genomes: Tensor) -> dict[str, Tensor]:
@@ -226,7 +118,7 @@ def _pool_and_linear(
     if layout.pooling == "max":
         pooled = F.max_pool2d(hidden, layout.pool).flatten(1)
         return F.linear(pooled, weight, bias).squeeze(1)
-    folded = _folded_tail(layout, weight.reshape(1, layout.filters, *layout.pooled_shape))
+    folded = patches.folded_tail(layout, weight.reshape(1, layout.filters, *layout.pooled_shape))
     out = hidden.flatten(1) @ folded.flatten()
     return out if bias is None else out + bias
 
@@ -246,8 +138,8 @@ def batched_predict(
     no gradient wanted, the fused C kernel (:mod:`evogan.regressor.fused_eval`) then computes
     every (event, candidate, filter) in one pass from the input; on a CUDA GPU with Triton the
     same fold runs as one Triton kernel (:mod:`evogan.regressor.gpu_eval`); otherwise (max
-    pooling, autograd, no C compiler or Triton) the torch path below runs with ``chunk`` events
-    per block.
+    pooling, autograd, no C compiler or Triton) the torch path (:mod:`evogan.regressor.patches`)
+    runs with ``chunk`` events per block.
     """
     views = unflatten(layout, genomes)
     if x.dim() != 4 or tuple(x.shape[1:]) != layout.input_shape:
@@ -260,10 +152,10 @@ def batched_predict(
         per_filter = fused_eval.filter_sums(views, x, layout.pool, index)  # x[index] in place
     elif _gpu_applies(layout, genomes, x):
         x = x if index is None else x.index_select(0, index)
-        per_filter = gpu_filter_sums(layout, views, x)
+        per_filter = patches.gpu_filter_sums(layout, views, x)
     else:
         x = x if index is None else x.index_select(0, index)
-        per_filter = _torch_predict(layout, views, x, chunk)
+        per_filter = patches.torch_filter_sums(layout, views, x, chunk)
     count, events = genomes.shape[0], x.shape[0] if index is None else index.numel()
     prediction = per_filter.reshape(count, layout.filters, events).sum(dim=1)
     if "linear.bias" in views:
@@ -297,109 +189,6 @@ def _gpu_applies(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> bool:
         and taps < gpu_eval.DEPTH
         and gpu_eval.available(genomes, x)
     )
-
-
-def gpu_filter_sums(
-    layout: RegressorLayout,
-    views: dict[str, Tensor],
-    x: Tensor,
-    precision: str | None = None,
-) -> Tensor:
-    """Per-(candidate, filter) sums (P*filters, B) from the Triton kernel: image patches with a
-    row of ones (the bias) padded to the kernel's inner dimension, and the folded tail.
-    ``precision``: the kernel's (:func:`evogan.regressor.gpu_eval.fused_rows`)."""
-    weight_view = views["conv.weight"]
-    count, rows = weight_view.shape[0], weight_view.shape[0] * layout.filters
-    kernel, taps = layout.kernel, layout.input_shape[0] * layout.kernel**2
-    conv_h, conv_w = layout.conv_shape
-    patches = x.new_zeros(x.shape[0], gpu_eval.DEPTH, conv_h * conv_w)
-    windows = x.unfold(2, kernel, 1).unfold(3, kernel, 1)  # (n, C, h, w, k, k)
-    patches[:, :taps].view(x.shape[0], -1, kernel, kernel, conv_h, conv_w).copy_(
-        windows.permute(0, 1, 4, 5, 2, 3)
-    )
-    patches[:, taps] = 1
-    weight = _kernel_matrix(views, gpu_eval.DEPTH)
-    pooled_h, pooled_w = layout.pooled_shape
-    linear = views["linear.weight"].reshape(count, layout.filters, pooled_h, pooled_w)
-    tail = _folded_tail(layout, linear).reshape(rows, conv_h * conv_w)
-    return gpu_eval.fused_rows(weight, patches, tail, precision)
-
-
-def _torch_predict(
-    layout: RegressorLayout, views: dict[str, Tensor], x: Tensor, chunk: int
-) -> Tensor:
-    """Per-(candidate, filter) sums (P*filters, B) through im2col and one matmul per chunk.
-
-    Every genome sees the same input, so the image patches of a chunk of events are built once
-    and shared: the P x filters kernels (bias as an extra column against a row of ones) form one
-    (P*filters, C*k*k+1) matrix and the convolution of all candidates is one matmul. With
-    average pooling the tail is one multiply-and-sum with the folded weight. Chunks are small
-    enough that the convolution output stays in cache between the matmul, the ReLU and the
-    reduction.
-    """
-    weight_view = views["conv.weight"]
-    count = weight_view.shape[0]
-    rows = count * layout.filters
-    channels, kernel = layout.input_shape[0], layout.kernel
-    conv_h, conv_w = layout.conv_shape
-    positions, depth = conv_h * conv_w, channels * kernel * kernel
-    bias = int("conv.bias" in views)
-    weight = _kernel_matrix(views, depth + bias)
-    pooled_h, pooled_w = layout.pooled_shape
-    linear = views["linear.weight"].reshape(count, layout.filters, pooled_h, pooled_w)
-    if layout.pooling == "avg":
-        linear = _folded_tail(layout, linear)
-    tail = linear.reshape(rows, 1, -1)
-    events = x.shape[0]
-    chunk = max(1, min(chunk, events))
-    patches = x.new_empty(depth + bias, chunk * positions)
-    if bias:
-        patches[depth] = 1
-    per_filter = x.new_empty(rows, events)
-    for start in range(0, events, chunk):
-        part = x[start : start + chunk]
-        size = part.shape[0]
-        block = patches[:, : size * positions]
-        windows = part.unfold(2, kernel, 1).unfold(3, kernel, 1)  # (n, C, h, w, k, k)
-        block[:depth].view(channels, kernel, kernel, size, conv_h, conv_w).copy_(
-            windows.permute(1, 4, 5, 0, 2, 3)
-        )
-        hidden = torch.mm(weight, block).relu_().view(rows, size, positions)
-        if layout.pooling == "max":
-            hidden = F.max_pool2d(hidden.view(rows, size, conv_h, conv_w), layout.pool)
-            hidden = hidden.view(rows, size, -1)
-        torch.sum(hidden.mul_(tail), dim=2, out=per_filter[:, start : start + size])
-    return per_filter
-
-
-def _kernel_matrix(views: dict[str, Tensor], columns: int) -> Tensor:
-    """Every candidate's kernels as rows (P*filters, columns): the taps, then the bias (if
-    any) as the column that meets a row of ones in the patches, then zeros."""
-    weight_view = views["conv.weight"]
-    rows, taps = weight_view.shape[0] * weight_view.shape[1], math.prod(weight_view.shape[2:])
-    weight = weight_view.new_zeros(rows, columns)
-    weight[:, :taps] = weight_view.reshape(rows, taps)
-    if "conv.bias" in views:
-        weight[:, taps] = views["conv.bias"].reshape(rows)
-    return weight
-
-
-def _folded_tail(layout: RegressorLayout, linear: Tensor) -> Tensor:
-    """Average pooling + linear as one weight over the full convolution output (cropped rows and
-    columns that floor-mode pooling drops get weight zero)."""
-    count, filters, pooled_h, pooled_w = linear.shape
-    conv_h, conv_w = layout.conv_shape
-    pool = layout.pool
-    used_h, used_w = pooled_h * pool, pooled_w * pool
-    folded = linear.new_empty(count, filters, conv_h, conv_w)
-    folded[:, :, used_h:].zero_()
-    folded[:, :, :used_h, used_w:].zero_()
-    # one strided copy: every pooling window's cells read its pooled weight (a broadcast view)
-    spread = (linear / pool**2)[:, :, :, None, :, None]
-    folded[:, :, :used_h, :used_w].view(count, filters, pooled_h, pool, pooled_w, pool).copy_(
-        spread.expand(-1, -1, -1, pool, -1, pool)
-    )
-    return folded
 
 
 def load_regressor(path: str | Path) -> RegressorNet:
