@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -235,6 +238,38 @@ def test_children_sharing_their_elites_filters_score_as_alone(options) -> None:
             assert torch.equal(batched_predict(layout, candidates[k : k + 1], x), whole[k : k + 1])
         assert torch.equal(batched_predict(layout, candidates[3:], x), whole[3:])
         assert torch.equal(batched_predict(layout, candidates.flip(0), x), whole.flip(0))
+
+
+def _has_avx512() -> bool:
+    try:
+        return " avx512f" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+@needs_compiler
+@pytest.mark.skipif(not _has_avx512(), reason="the CPU has no AVX-512: one build only")
+def test_avx512_blocks_give_the_avx2_bits(fresh_kernel, monkeypatch, tmp_path) -> None:
+    """Nodes of one allocation may differ in AVX-512: an island's migrants and a resumed run
+    must score the same there. The wide register blocks change no lane's arithmetic."""
+    from evogan.engine.operators import point_mutation
+
+    layout = _layout()
+    weights, x = _draw(layout, 6, 40, seed=2)
+    x = x**8 * 3
+    candidates = torch.cat([weights, point_mutation(weights[0], 8, 0.01, 0.1, 7, None)])
+    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path))
+    results = []
+    for extra in ([], ["-mno-avx512f"]):
+        monkeypatch.setenv("CC", shlex.join([*native.compiler(), *extra]))
+        fused_eval.kernel.cache_clear()
+        results.append(
+            (batched_predict(layout, candidates, x), batched_features(layout, weights, x))
+        )
+    assert len(list((tmp_path / "kernels").iterdir())) == 2  # two builds, not one reused
+    (wide, wide_features), (narrow, narrow_features) = results
+    assert torch.equal(wide, narrow)
+    assert torch.equal(wide_features, narrow_features)
 
 
 def test_input_of_another_shape_is_refused_before_any_kernel_runs() -> None:

@@ -10,7 +10,7 @@
  *
  * is the contribution of one (candidate, filter) pair in lane l. When asked, the pooled sums
  * themselves are written too (the features a least-squares readout is fitted on). No
- * convolution output is kept: a block of NV x LANES rows times NP positions is accumulated in
+ * convolution output is kept: a block of 8-32 rows times NP positions is accumulated in
  * registers over all taps, rectified and added to its pooling cell. Rows are the vector lanes
  * (weights stored tap-major, rows padded to a multiple of LANES); input pixels are broadcast,
  * addressed through the position and tap offset tables, so any channel count, kernel size or
@@ -19,10 +19,10 @@
  * Lanes never mix: a row's pooled sums and a (candidate, filter) pair's tail sum have the same
  * bits in whatever lane and next to whatever rows they are computed, so a candidate scores
  * the same whichever candidates share its call (an island whose ranks split the candidates
- * relies on that).
+ * relies on that), and the same with or without AVX-512.
  *
  * Written with GCC/Clang vector extensions (no intrinsics): -march=native maps them to AVX2 +
- * FMA on x86 and to NEON elsewhere. Events are split across POSIX threads when asked.
+ * FMA on x86, to AVX-512 where the CPU has it, and to NEON elsewhere. Events are split across POSIX threads when asked.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -30,10 +30,19 @@
 #include <string.h>
 
 #define LANES 8
-#define BLOCK_VECTORS 2 /* row vectors of the widest register block */
 
 typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
 typedef int vi __attribute__((vector_size(LANES * sizeof(int))));
+
+/* With AVX-512 (32 registers of 16 floats) the convolution's register blocks hold 16 rows per
+ * register; the rows keep their 8-lane layout, so pooled sums and tails are unchanged. */
+#ifdef __AVX512F__
+#define BLOCK_VECTORS 4 /* 8-lane row vectors of the widest register block */
+typedef float vw __attribute__((vector_size(16 * sizeof(float))));
+typedef int vwi __attribute__((vector_size(16 * sizeof(int))));
+#else
+#define BLOCK_VECTORS 2
+#endif
 
 struct job {
     const float *x;
@@ -63,60 +72,69 @@ static inline vf load(const float *p) {
 
 static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
 
-static inline vf relu(vf v) { return (vf)((vi)v & (v > 0)); }
+/* The same for a vector of any type T (integer type IT of the same width): the blocks' loads,
+ * stores and rectification. */
+#define LOAD(T, p) ({ T v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define STORE(p, v) ({ __typeof__(v) v_ = (v); memcpy((p), &v_, sizeof v_); })
+#define RELU(T, IT, v) ((T)((IT)(v) & ((v) > 0)))
 
-/* Pooled sums [cells + 1][NV * LANES] of NV row vectors of one event, NP positions at a time;
- * the loops over constant bounds are unrolled so the accumulators live in registers. With
- * `quads` (2 x 2 pooling), positions come in aligned runs of four per cell: a cell's sum is
- * made in registers, carried across blocks when a run straddles one, and stored once;
- * otherwise every position is added to its cell in memory. Either way a cell's sum is
+/* Pooled sums [cells + 1][NV * W] of NV row vectors (type T, W rows each) of one event, NP
+ * positions at a time; the loops over constant bounds are unrolled so the accumulators live in
+ * registers. With `quads` (2 x 2 pooling), positions come in aligned runs of four per cell: a
+ * cell's sum is made in registers, carried across blocks when a run straddles one, and stored
+ * once; otherwise every position is added to its cell in memory. Either way a cell's sum is
  * ((r0 + r1) + r2) + r3 in position order (from zero in memory: the same bits). */
-#define DEFINE_BLOCK(NV, NP)                                                                    \
-    static void block_##NV##x##NP(const struct job *j, const float *xb, long col,              \
-                                  float *restrict pooled) {                                    \
-        const long rows = j->rows, taps = j->taps, positions = j->positions;                   \
-        const int *restrict tap = j->tap, *restrict pos = j->pos, *restrict cell = j->cell;    \
-        const float *restrict weight = j->weight + col;                                        \
-        const int quads = j->quads;                                                            \
-        if (!quads) memset(pooled, 0, (size_t)(j->cells + 1) * NV * LANES * sizeof(float));    \
-        vf bias[NV], run[NV];                                                                  \
-        for (int v = 0; v < NV; v++) bias[v] = load(j->bias + col + LANES * v);                \
-        for (long g = 0; g < positions; g += NP) {                                             \
-            const float *px[NP];                                                               \
-            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) px[q] = xb + pos[g + q];     \
-            vf acc[NV][NP];                                                                    \
-            _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                              \
-                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) acc[v][q] = bias[v];     \
-            const float *w = weight;                                                           \
-            for (long t = 0; t < taps; t++, w += rows) {                                       \
-                const int o = tap[t];                                                          \
-                vf wv[NV];                                                                     \
-                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) wv[v] = load(w + LANES * v); \
-                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                        \
-                    const float s = px[q][o];                                                  \
-                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) acc[v][q] += wv[v] * s; \
-                }                                                                              \
-            }                                                                                  \
-            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                            \
-                const long p = g + q;                                                          \
-                float *sum = pooled + (long)cell[p] * NV * LANES;                              \
-                if (!quads) {                                                                  \
-                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                      \
-                        store(sum + LANES * v, load(sum + LANES * v) + relu(acc[v][q]));       \
-                    continue;                                                                  \
-                }                                                                              \
-                const long k = NP % 4 ? p & 3 : q & 3; /* NP % 4 == 0: so is g % 4 */         \
-                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                          \
-                    run[v] = k ? run[v] + relu(acc[v][q]) : relu(acc[v][q]);                   \
-                if (k == 3)                                                                    \
-                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                      \
-                        store(sum + LANES * v, run[v]);                                        \
-            }                                                                                  \
-        }                                                                                      \
+#define DEFINE_BLOCK(T, IT, W, NV, NP)                                                              \
+    static void block_##W##_##NV##x##NP(const struct job *j, const float *xb, long col,             \
+                                  float *restrict pooled) {                                         \
+        const long rows = j->rows, taps = j->taps, positions = j->positions;                        \
+        const int *restrict tap = j->tap, *restrict pos = j->pos, *restrict cell = j->cell;         \
+        const float *restrict weight = j->weight + col;                                             \
+        const int quads = j->quads;                                                                 \
+        if (!quads) memset(pooled, 0, (size_t)(j->cells + 1) * NV * W * sizeof(float));             \
+        T bias[NV], run[NV];                                                                        \
+        for (int v = 0; v < NV; v++) bias[v] = LOAD(T, j->bias + col + W * v);                      \
+        for (long g = 0; g < positions; g += NP) {                                                  \
+            const float *px[NP];                                                                    \
+            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) px[q] = xb + pos[g + q];          \
+            T acc[NV][NP];                                                                          \
+            _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                                   \
+                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) acc[v][q] = bias[v];          \
+            const float *w = weight;                                                                \
+            for (long t = 0; t < taps; t++, w += rows) {                                            \
+                const int o = tap[t];                                                               \
+                T wv[NV];                                                                           \
+                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) wv[v] = LOAD(T, w + W * v);   \
+                _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                             \
+                    const float s = px[q][o];                                                       \
+                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) acc[v][q] += wv[v] * s;   \
+                }                                                                                   \
+            }                                                                                       \
+            _Pragma("GCC unroll 16") for (int q = 0; q < NP; q++) {                                 \
+                const long p = g + q;                                                               \
+                float *sum = pooled + (long)cell[p] * NV * W;                                       \
+                if (!quads) {                                                                       \
+                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                           \
+                        STORE(sum + W * v, LOAD(T, sum + W * v) + RELU(T, IT, acc[v][q]));          \
+                    continue;                                                                       \
+                }                                                                                   \
+                const long k = NP % 4 ? p & 3 : q & 3; /* NP % 4 == 0: so is g % 4 */               \
+                _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                               \
+                    run[v] = k ? run[v] + RELU(T, IT, acc[v][q]) : RELU(T, IT, acc[v][q]);          \
+                if (k == 3)                                                                         \
+                    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                           \
+                        STORE(sum + W * v, run[v]);                                                 \
+            }                                                                                       \
+        }                                                                                           \
     }
 
-DEFINE_BLOCK(2, 6)
-DEFINE_BLOCK(1, 12)
+#ifdef __AVX512F__
+DEFINE_BLOCK(vw, vwi, 16, 2, 12)
+DEFINE_BLOCK(vw, vwi, 16, 1, 12)
+#else
+DEFINE_BLOCK(vf, vi, 8, 2, 6)
+#endif
+DEFINE_BLOCK(vf, vi, 8, 1, 12)
 
 /* The tails that read the block's vectors [first, first + count): tail *t onwards. One
  * function for every block shape, four accumulators in a fixed order: the same bits in any
@@ -161,13 +179,26 @@ static void *run(void *arg) {
         float *out = j->out + b * j->tails * LANES;
         float *cell_out = j->cell_out ? j->cell_out + b * j->cells * j->rows : NULL;
         long col = 0, t = 0;
+#ifdef __AVX512F__
+        for (; col + 4 * LANES <= j->rows; col += 4 * LANES) {
+            block_16_2x12(j, xb, col, pooled);
+            block_tails(j, pooled, col / LANES, 4, &t, out);
+            if (cell_out) block_cells(j, pooled, col, 4, cell_out);
+        }
+        if (j->rows - col >= 2 * LANES) {
+            block_16_1x12(j, xb, col, pooled);
+#else
         for (; col + 2 * LANES <= j->rows; col += 2 * LANES) {
-            block_2x6(j, xb, col, pooled);
+            block_8_2x6(j, xb, col, pooled);
+#endif
             block_tails(j, pooled, col / LANES, 2, &t, out);
             if (cell_out) block_cells(j, pooled, col, 2, cell_out);
+#ifdef __AVX512F__
+            col += 2 * LANES;
+#endif
         }
         if (j->rows - col == LANES) {
-            block_1x12(j, xb, col, pooled);
+            block_8_1x12(j, xb, col, pooled);
             block_tails(j, pooled, col / LANES, 1, &t, out);
             if (cell_out) block_cells(j, pooled, col, 1, cell_out);
         }

@@ -22,7 +22,7 @@ from torch import Tensor
 from evogan import native
 
 SOURCE = Path(__file__).with_name("_fused_eval.c")
-LANES = 8  # rows per vector register (must match LANES in the C source)
+LANES = 8  # rows per tail vector, and the rows' padding (must match LANES in the C source)
 POSITION_BLOCK = 12  # position counts are padded to a multiple of this (ditto)
 MAX_THREADS = 256  # ditto
 
