@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from evogan.errors import DataError
-from evogan.regressor import fused_eval, gpu_eval, patches
+from evogan.regressor import fused_eval, fused_grad, gpu_eval, patches
 from evogan.regressor.layout import RegressorLayout
 
 
@@ -59,8 +59,8 @@ class RegressorNet(nn.Module):
         self.linear = nn.Linear(layout.features, 1, bias=layout.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        hidden = F.relu(self.conv(x))
-        return _pool_and_linear(self.layout, hidden, self.linear.weight, self.linear.bias)
+        conv, linear = self.conv, self.linear
+        return _forward(self.layout, x, conv.weight, conv.bias, linear.weight, linear.bias)
 
     @classmethod
     def from_genome(cls, layout: RegressorLayout, genome: Tensor) -> RegressorNet:
@@ -101,8 +101,26 @@ def batched_features(layout: RegressorLayout, genomes: Tensor, x: Tensor) -> Ten
 def functional_forward(layout: RegressorLayout, genome: Tensor, x: Tensor) -> Tensor:
     """Differentiable forward of one genome (size,) on x (B, C, H, W) -> (B,)."""
     tensors = _tensors(layout, genome)
-    hidden = F.relu(F.conv2d(x, tensors["conv.weight"], tensors.get("conv.bias")))
-    return _pool_and_linear(layout, hidden, tensors["linear.weight"], tensors.get("linear.bias"))
+    conv_weight, linear_weight = tensors["conv.weight"], tensors["linear.weight"]
+    conv_bias, linear_bias = tensors.get("conv.bias"), tensors.get("linear.bias")
+    return _forward(layout, x, conv_weight, conv_bias, linear_weight, linear_bias)
+
+
+def _forward(
+    layout: RegressorLayout,
+    x: Tensor,
+    conv_weight: Tensor,
+    conv_bias: Tensor | None,
+    linear_weight: Tensor,
+    linear_bias: Tensor | None,
+) -> Tensor:
+    """The network's differentiable forward -> (B,): on the fused C kernels where they apply
+    (:mod:`evogan.regressor.fused_grad`, about 2x faster steps), else torch's layers."""
+    tensors = (conv_weight, conv_bias, linear_weight, linear_bias)
+    if fused_grad.applies(layout.pooling, x, *tensors):
+        return fused_grad.fused_forward(x, *tensors, layout.pool)
+    hidden = F.relu(F.conv2d(x, conv_weight, conv_bias))
+    return _pool_and_linear(layout, hidden, linear_weight, linear_bias)
 
 
 def _pool_and_linear(
