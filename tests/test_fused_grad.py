@@ -140,3 +140,22 @@ def test_conv_gradients_refuse_shapes_that_do_not_fit() -> None:
         fused_grad.conv_gradients(x[:, :, :, :], views, linear, torch.ones(4, 1), layout.pool)
     with pytest.raises(ValueError, match="the linear layer must have 1840 weights"):
         fused_grad.conv_gradients(x, views, linear[:, :-1], torch.ones(4), layout.pool)
+
+
+@needs_compiler
+def test_a_vmapped_population_keeps_torch_layers_and_vectorises() -> None:
+    """ModuleProblem scores a population of RegressorNet weights under ``vmap``, which the
+    C kernels cannot serve: the layers run there, vectorised, and agree with the module."""
+    from evogan.engine import ModuleProblem
+
+    layout = _layout((1, 12, 12), filters=4, kernel=3)
+    generator = torch.Generator().manual_seed(7)
+    x = torch.rand(32, 1, 12, 12, generator=generator)
+    y = torch.rand(32, generator=generator) + 0.5
+    problem = ModuleProblem(RegressorNet(layout), x, y, loss=mape)
+    genomes = problem.initial_genomes(5, generator)
+    fitness = problem.evaluate(genomes, (x, y))
+    assert problem.vectorised
+    for genome, value in zip(genomes, fitness, strict=True):
+        net = RegressorNet.from_genome(layout, genome)
+        torch.testing.assert_close(value, mape(net(x), y).detach(), rtol=1e-5, atol=1e-7)

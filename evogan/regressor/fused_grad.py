@@ -50,15 +50,23 @@ def kernel() -> ctypes.CDLL | None:
 
 def applies(pooling: str, x: Tensor, *tensors: Tensor | None) -> bool:
     """Whether :func:`fused_forward` can run: average pooling, float32 CPU tensors, no
-    gradient asked of the input, and both kernels built."""
+    gradient asked of the input, no ``torch.func`` transform (``vmap`` over a population, as
+    :class:`~evogan.engine.ModuleProblem` runs it, needs torch's layers), and both kernels
+    built."""
     given = [t for t in (x, *tensors) if t is not None]
     return (
         pooling == "avg"
+        and not _transforms_active()
         and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in given)
         and not x.requires_grad
         and fused_eval.kernel() is not None
         and kernel() is not None
     )
+
+
+def _transforms_active() -> bool:
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active()) if active is not None else False
 
 
 def fused_forward(
