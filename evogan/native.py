@@ -107,3 +107,9 @@ def load(source: Path, name: str, fallback: str) -> ctypes.CDLL | None:
             stacklevel=3,
         )
         return None
+
+
+def declare(function: ctypes._CFuncPtr, argtypes: list) -> None:
+    """Give a kernel's entry point its C signature: ``argtypes`` and an int status returned."""
+    function.restype = ctypes.c_int
+    function.argtypes = argtypes

@@ -127,17 +127,14 @@ def mutation_mask(size: int, chosen: int, seed: int, children: range) -> np.ndar
 def kernel() -> ctypes.CDLL | None:
     """The point-mutation kernel, or None (then the numpy twin runs)."""
     library = native.load(SOURCE, "the mutation kernel", "mutation uses the slower numpy path")
-    if library is None:
-        return None
-    function = library.evogan_point_mutation
-    function.restype = ctypes.c_int
-    pointer, count, word = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
-    function.argtypes = [pointer, count, count, word, word, count, count, ctypes.c_double]
-    function.argtypes += [pointer, pointer]
-    replay = library.evogan_point_replay
-    replay.restype = ctypes.c_int
-    replay.argtypes = [pointer, count, count, pointer, pointer, pointer, pointer, pointer]
-    replay.argtypes += [count, pointer, pointer]
+    if library is not None:
+        pointer, count, word = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
+        native.declare(
+            library.evogan_point_mutation,
+            [pointer, count, count, word, word, count, count, ctypes.c_double, pointer, pointer],
+        )
+        replay = [pointer, count, count, *[pointer] * 5, count, pointer, pointer]
+        native.declare(library.evogan_point_replay, replay)
     return library
 
 

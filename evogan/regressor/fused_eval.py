@@ -38,20 +38,18 @@ def kernel() -> ctypes.CDLL | None:
         "the fused evaluation kernel",
         "the regressor's batched evaluation uses the slower torch path",
     )
-    if library is None:
-        return None
-    function = library.evogan_fused_eval
-    function.restype = ctypes.c_int
-    pointer, count = ctypes.c_void_p, ctypes.c_long
-    function.argtypes = [
-        *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
-        *(pointer, pointer),  # weight [taps][rows], bias [rows]
-        *(pointer, pointer, ctypes.c_int),  # position offsets, their cells, runs of 4 per cell
-        *(count, count),  # positions, cells
-        *(pointer, count, count),  # tap offsets, taps, rows
-        *(pointer, pointer, count),  # tail [tails][cells][LANES], tail vectors, tails
-        *(pointer, pointer, ctypes.c_int),  # out, pooled sums or NULL, threads
-    ]
+    if library is not None:
+        pointer, count = ctypes.c_void_p, ctypes.c_long
+        argtypes = [
+            *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
+            *(pointer, pointer),  # weight [taps][rows], bias [rows]
+            *(pointer, pointer, ctypes.c_int),  # position offsets, their cells, runs of 4 per cell
+            *(count, count),  # positions, cells
+            *(pointer, count, count),  # tap offsets, taps, rows
+            *(pointer, pointer, count),  # tail [tails][cells][LANES], tail vectors, tails
+            *(pointer, pointer, ctypes.c_int),  # out, pooled sums or NULL, threads
+        ]
+        native.declare(library.evogan_fused_eval, argtypes)
     return library
 
 

@@ -33,18 +33,16 @@ def kernel() -> ctypes.CDLL | None:
         "the fused gradient kernel",
         "the regressor's gradient steps use torch's convolution",
     )
-    if library is None:
-        return None
-    function = library.evogan_fused_grad
-    function.restype = ctypes.c_int
-    pointer, count = ctypes.c_void_p, ctypes.c_long
-    function.argtypes = [
-        *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
-        *(pointer, pointer),  # weight [taps][rows], bias [rows]
-        *(pointer, pointer, count),  # position offsets, their cells, positions
-        *(pointer, count, count),  # tap offsets, taps, rows
-        *(pointer, pointer, pointer, ctypes.c_int),  # coef, g, per-thread sums, threads
-    ]
+    if library is not None:
+        pointer, count = ctypes.c_void_p, ctypes.c_long
+        argtypes = [
+            *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
+            *(pointer, pointer),  # weight [taps][rows], bias [rows]
+            *(pointer, pointer, count),  # position offsets, their cells, positions
+            *(pointer, count, count),  # tap offsets, taps, rows
+            *(pointer, pointer, pointer, ctypes.c_int),  # coef, g, per-thread sums, threads
+        ]
+        native.declare(library.evogan_fused_grad, argtypes)
     return library
 
 
