@@ -1,13 +1,15 @@
 #!/usr/bin/env python
-"""Time the regressor's batched CPU evaluation in the calls a GA run makes, optionally against
-another checkout of evogan (a kernel change measured against the code before it).
+"""Time the regressor's CPU kernels in the calls GA, hybrid and RMSprop runs make, optionally
+against another checkout of evogan (a kernel change measured against the code before it).
 
 Cases, on sparse shower-like inputs (the kernel has no data-dependent branches):
 
 - generation at the shipped rate: an elite and 8 children at mutation rate 0.01, 128 events;
 - generation at the GA study's rate: the same at rate 0.1 (nearly every filter changes);
 - re-evaluation: a challenger (one child at 0.01) and its elite, 1,024 events;
-- reference fitness: one genome, 5,000 events.
+- reference fitness: one genome, 5,000 events;
+- gradient step: one RMSprop step of ``RegressorNet`` on 128 events (forward, backward and
+  update: the RMSprop baseline's step, and the hybrid's on its elite).
 
 Every round runs each checkout in its own subprocess (one thread), alternating which goes
 first; a case's time is the median of 7 timings of 10 calls. The table gives the median and
@@ -36,6 +38,7 @@ CASES = {  # name: (mutation rate, children, events)
     "re-evaluation: elite + challenger, 1,024 events": (0.01, 1, 1024),
     "reference fitness: 1 genome, 5,000 events": (None, 0, 5000),
 }
+STEP = "gradient step: RMSprop on 1 network, 128 events"
 MS = "{:.3f}".format
 
 
@@ -44,7 +47,13 @@ def worker() -> dict[str, float]:
     import torch
 
     from evogan.engine.operators import point_mutation
-    from evogan.regressor.network import RegressorLayout, batched_predict, initial_weights
+    from evogan.regressor.data import mape
+    from evogan.regressor.network import (
+        RegressorLayout,
+        RegressorNet,
+        batched_predict,
+        initial_weights,
+    )
 
     torch.set_num_threads(1)
     layout = RegressorLayout((1, 51, 25))
@@ -57,16 +66,32 @@ def worker() -> dict[str, float]:
         if children:
             genomes = torch.cat([genomes, point_mutation(elite, children, rate, 0.1, 7, None)])
         index = torch.randperm(5000, generator=generator)[:events]
-        for _ in range(3):
-            batched_predict(layout, genomes, x, 4, index)
-        timings = []
-        for _ in range(7):
-            start = time.perf_counter()
-            for _ in range(10):
-                batched_predict(layout, genomes, x, 4, index)
-            timings.append((time.perf_counter() - start) / 10 * 1e3)
-        times[name] = statistics.median(timings)
+        times[name] = _milliseconds(lambda g=genomes, i=index: batched_predict(layout, g, x, 4, i))
+    net = RegressorNet.from_genome(layout, elite)
+    optimizer = torch.optim.RMSprop(net.parameters(), lr=1e-4)
+    batch = x[torch.randperm(5000, generator=generator)[:128]]
+    target = torch.rand(128, generator=generator) + 0.5
+
+    def step() -> None:
+        optimizer.zero_grad()
+        mape(net(batch), target).backward()
+        optimizer.step()
+
+    times[STEP] = _milliseconds(step)
     return times
+
+
+def _milliseconds(call) -> float:
+    """Median over 7 timings of 10 calls, after 3 warm-up calls."""
+    for _ in range(3):
+        call()
+    timings = []
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(10):
+            call()
+        timings.append((time.perf_counter() - start) / 10 * 1e3)
+    return statistics.median(timings)
 
 
 def run_checkout(root: Path) -> dict[str, float]:
@@ -89,7 +114,7 @@ def table(results: dict[str, list[dict[str, float]]], against: Path | None) -> l
         header += f" {against}, ms | this / that |"
         rule += "---|---|"
     lines = [header, rule]
-    for name in CASES:
+    for name in [*CASES, STEP]:
         mine = [r[name] for r in results["this"]]
         line = f"| {name} | {_spread(mine, MS)} |"
         if against is not None:
