@@ -159,3 +159,16 @@ def test_a_vmapped_population_keeps_torch_layers_and_vectorises() -> None:
     for genome, value in zip(genomes, fitness, strict=True):
         net = RegressorNet.from_genome(layout, genome)
         torch.testing.assert_close(value, mape(net(x), y).detach(), rtol=1e-5, atol=1e-7)
+
+
+@needs_compiler
+def test_weights_changed_in_place_before_backward_are_an_error() -> None:
+    """As with torch's layers: the backward would otherwise use the new weights silently."""
+    layout = _layout((1, 51, 25))
+    genome, x, y = _draw(layout, 8, seed=8)
+    net = RegressorNet.from_genome(layout, genome)
+    loss = mape(net(x), y)
+    with torch.no_grad():
+        net.conv.weight.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -87,18 +87,19 @@ class _FusedForward(torch.autograd.Function):
         out = features @ linear_weight.detach().reshape(-1)
         if linear_bias is not None:
             out = out + linear_bias.detach()
-        ctx.save_for_backward(x, linear_weight, features)
-        ctx.views, ctx.pool = views, pool
+        ctx.save_for_backward(x, conv_weight, conv_bias, linear_weight, features)
+        ctx.pool = pool
         ctx.linear_bias_shape = None if linear_bias is None else linear_bias.shape
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        x, linear_weight, features = ctx.saved_tensors
+        x, conv_weight, conv_bias, linear_weight, features = ctx.saved_tensors  # version-checked
         needs = ctx.needs_input_grad
         grad_w = grad_b = grad_linear = grad_linear_bias = None
         if needs[1] or needs[2]:
-            grad_w, grad_b = conv_gradients(x, ctx.views, linear_weight, grad, ctx.pool)
+            views = _views(conv_weight, conv_bias)
+            grad_w, grad_b = conv_gradients(x, views, linear_weight, grad, ctx.pool)
         if needs[3]:
             grad_linear = (grad @ features).reshape(linear_weight.shape)
         if needs[4]:
