@@ -193,12 +193,12 @@ def filter_sums(
     weight = views["conv.weight"]
     count, filters = weight.shape[:2]
     pairs, lanes = count * filters, LANES
-    filter_rows = filter_rows_of(views)
+    filter_rows = _filter_rows(views)
     own = (filter_rows != filter_rows[:1]).any(dim=2).reshape(-1)
     row = torch.where(own, own.cumsum(0) - 1 + filters, torch.arange(pairs) % filters)
     distinct = torch.cat([filter_rows[0], filter_rows.reshape(pairs, -1)[own]])
-    pooled, (positions, cells, taps) = layout_tables(weight, x, pool)
-    weight_t, bias = row_tables(distinct, taps.shape[0], "conv.bias" in views)
+    pooled, (positions, cells, taps) = _layout_tables(weight, x, pool)
+    weight_t, bias = _row_tables(distinct, taps.shape[0], "conv.bias" in views)
     lane = row % lanes
     key = row // lanes * count + torch.arange(pairs) // filters
     tail_keys, tail_of = torch.unique(key, return_inverse=True)
@@ -217,11 +217,8 @@ def pooled_filters(views: dict[str, Tensor], x: Tensor, pool: int) -> Tensor:
     ``views`` on ``x``, in the order of ``avg_pool2d(...).flatten(1)``: the linear layer's
     input, as a least-squares readout fit wants it. Every filter is convolved (no sharing);
     a view of one (events, P, features) tensor."""
-    weight = views["conv.weight"]
-    count, filters = weight.shape[:2]
-    pooled, tables = layout_tables(weight, x, pool)
-    filter_rows = filter_rows_of(views).reshape(count * filters, -1)
-    weight_t, bias = row_tables(filter_rows, tables[2].shape[0], "conv.bias" in views)
+    count, filters = views["conv.weight"].shape[:2]
+    pooled, tables, weight_t, bias = every_filter_tables(views, x, pool)
     cell_count, events = pooled[0] * pooled[1], x.shape[0]
     sums = x.new_empty(events, weight_t.shape[1], cell_count)
     no_tails = x.new_empty(0, cell_count, LANES), torch.empty(0, dtype=torch.int32)
@@ -230,7 +227,20 @@ def pooled_filters(views: dict[str, Tensor], x: Tensor, pool: int) -> Tensor:
     return per_candidate.reshape(events, count, filters * cell_count).transpose(0, 1)
 
 
-def filter_rows_of(views: dict[str, Tensor]) -> Tensor:
+def every_filter_tables(
+    views: dict[str, Tensor], x: Tensor, pool: int
+) -> tuple[tuple[int, int], tuple[Tensor, Tensor, Tensor], Tensor, Tensor]:
+    """The pooled grid, the offset tables (positions, cells, taps) and the weight (taps, rows)
+    and bias (rows,) tables of the candidates ``views`` on ``x``, one row per filter of every
+    candidate (no sharing): what the pooled sums and the gradient kernel read."""
+    weight = views["conv.weight"]
+    pooled, tables = _layout_tables(weight, x, pool)
+    filter_rows = _filter_rows(views).reshape(weight.shape[0] * weight.shape[1], -1)
+    weight_t, bias = _row_tables(filter_rows, tables[2].shape[0], "conv.bias" in views)
+    return pooled, tables, weight_t, bias
+
+
+def _filter_rows(views: dict[str, Tensor]) -> Tensor:
     """(P, filters, taps [+ 1]): each filter's taps, then its bias where the network has one."""
     weight = views["conv.weight"]
     rows = weight.reshape(*weight.shape[:2], -1)
@@ -239,7 +249,7 @@ def filter_rows_of(views: dict[str, Tensor]) -> Tensor:
     return rows
 
 
-def layout_tables(
+def _layout_tables(
     weight: Tensor, x: Tensor, pool: int
 ) -> tuple[tuple[int, int], tuple[Tensor, Tensor, Tensor]]:
     """The pooled grid of ``weight``'s filters on ``x`` and the kernel's offset tables for it."""
@@ -248,7 +258,7 @@ def layout_tables(
     return pooled, offsets(tuple(x.shape[1:]), kernel_size, pool, pooled)
 
 
-def row_tables(filter_rows: Tensor, taps: int, bias: bool) -> tuple[Tensor, Tensor]:
+def _row_tables(filter_rows: Tensor, taps: int, bias: bool) -> tuple[Tensor, Tensor]:
     """The kernel's weight (taps, rows) and bias (rows,) of ``filter_rows`` (rows, taps [+ 1]),
     rows padded with zeros to a multiple of LANES."""
     padded = -(-filter_rows.shape[0] // LANES) * LANES

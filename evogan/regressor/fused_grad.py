@@ -115,7 +115,7 @@ class _FusedForward(torch.autograd.Function):
 
 
 def _views(conv_weight: Tensor, conv_bias: Tensor | None) -> dict[str, Tensor]:
-    """One candidate's convolution as :func:`fused_eval.filter_rows_of` reads it."""
+    """One candidate's convolution as :func:`fused_eval.every_filter_tables` reads it."""
     views = {"conv.weight": conv_weight.detach()[None]}
     if conv_bias is not None:
         views["conv.bias"] = conv_bias.detach()[None]
@@ -137,12 +137,11 @@ def conv_gradients(
             f"x {tuple(x.shape)}, weight {tuple(weight.shape)} and grad {tuple(grad.shape)} "
             "do not fit together"
         )
-    (cells_y, cells_x), (positions, cells, taps) = fused_eval.layout_tables(weight, x, pool)
+    (cells_y, cells_x), tables, weight_t, bias = fused_eval.every_filter_tables(views, x, pool)
+    positions, cells, taps = tables
     cell_count = cells_y * cells_x
     if linear_weight.numel() != filters * cell_count:
         raise ValueError(f"the linear layer must have {filters * cell_count} weights")
-    filter_rows = fused_eval.filter_rows_of(views)[0]
-    weight_t, bias = fused_eval.row_tables(filter_rows, taps.shape[0], "conv.bias" in views)
     rows = weight_t.shape[1]
     coef = x.new_zeros(cell_count + 1, rows)
     coef[:cell_count, :filters] = linear_weight.detach().reshape(filters, cell_count).T / pool**2
