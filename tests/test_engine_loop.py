@@ -3,6 +3,7 @@ hooks, DEAP records and the hybrid strategy."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -179,6 +180,41 @@ def test_hybrid_keeps_only_steps_that_do_not_worsen_the_elite() -> None:
         Hybrid(Sphere(), keep_steps="sometimes", streams=Streams.derive(0))
 
 
+def test_trained_weights_compete_with_the_children_on_the_next_batch() -> None:
+    engine = Hybrid(
+        Sphere(size=10, batches=4),
+        steps=1,
+        lr=1.0,
+        keep_steps="compete",
+        children=4,
+        initial_parents=2,
+        epochs=4,
+        streams=Streams.derive(5),
+        rate=Constant(0.3),
+        power=Constant(0.1),
+    )
+    seen = []  # every selection, with the elite after it and the weights its steps gave
+
+    def record(selection) -> None:
+        seen.append((selection, engine.elite.clone(), engine.trained))
+
+    engine.after_selection.append(record)
+    engine.run()
+    wins = 0
+    for (_, _, trained), (selection, elite, _) in itertools.pairwise(seen):
+        candidates, fitness, kept = selection.candidates, selection.fitness, selection.kept
+        assert torch.equal(candidates[-1], trained)  # the last candidate
+        # the elite is the candidate that won: the steps never change it
+        assert not selection.refined and torch.equal(elite, candidates[kept])
+        assert fitness[kept] == fitness.min()
+        wins += kept == candidates.shape[0] - 1
+    assert 0 < wins < len(seen) - 1  # overshooting steps lose, good ones win
+    assert engine.discarded_refinements == len(seen) - 1 - wins
+    assert engine.gradient_steps == len(seen)
+    with pytest.raises(ValueError, match="keep_steps must be one of always, no_worse, compete"):
+        Hybrid(Sphere(), keep_steps="next", streams=Streams.derive(0))
+
+
 def test_steps_driven_by_hand_give_a_result_and_run_the_hooks() -> None:
     now = [100.0]
 
@@ -225,7 +261,7 @@ def test_a_hook_can_stop_the_run_after_a_step() -> None:
     assert engine.stop_requested and result.generations == 7 and len(result.epochs) == 1
 
 
-@pytest.mark.parametrize("keep_steps", ["always", "no_worse"])
+@pytest.mark.parametrize("keep_steps", ["always", "no_worse", "compete"])
 def test_loop_state_round_trips_into_a_fresh_strategy(keep_steps: str) -> None:
     def build() -> Hybrid:
         return Hybrid(

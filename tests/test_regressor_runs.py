@@ -18,6 +18,7 @@ from evogan.data.transforms import load_regressor_data
 from evogan.regressor.data import mape
 from evogan.regressor.network import load_regressor
 from evogan.store import load_weights, read_metrics
+from evogan.store.checkpoint import read_checkpoint
 from tests.conftest import REPO, evogan, mpi_env, mpirun, untimed
 
 TINY = {
@@ -212,25 +213,47 @@ ADAPTIVE = [
 ]
 
 
-def test_adaptive_ga_resumed_mid_epoch_ends_bit_identical(runs) -> None:
+COMPETING_HYBRID = [
+    "ga.strategy=hybrid",
+    "ga.hybrid_keep_steps=compete",
+    "ga.hybrid_lr=0.003",
+    "checkpoint.every=5",
+    "checkpoint.keep=2",
+]
+
+
+def _resumed_at_generation_10(root: Path, config: Path, overrides: list[str], name: str):
+    """A 14-generation run, and a copy resumed from its checkpoint at generation 10."""
     from evogan.regressor.evolve import evolve_regressor
 
-    root, config, _ = runs
-    cfg = load_config(config, ADAPTIVE)
+    cfg = load_config(config, overrides)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
-        whole = evolve_regressor(cfg, root / "adaptive", announce=lambda line: None).path
-        resumed = root / "adaptive-resumed"
+        whole = evolve_regressor(cfg, root / name, announce=lambda line: None).path
+        resumed = root / f"{name}-resumed"
         shutil.copytree(whole, resumed)
         (resumed / "checkpoints/island-0000/gen-00000014.h5").unlink()  # back to gen 10 of 14
         evolve_regressor(cfg, resumed, announce=lambda line: None, resume=True)
     untimed_metrics = [read_metrics(run / "metrics.jsonl") for run in (whole, resumed)]
     assert [untimed(r) for r in untimed_metrics[0]] == [untimed(r) for r in untimed_metrics[1]]
-    powers = {r["power"] for r in untimed_metrics[0] if r["kind"] == "generation"}
-    assert len(powers) > 1  # the step size did adapt
     a, _ = load_weights(whole / "best_model.h5")
     b, _ = load_weights(resumed / "best_model.h5")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    return untimed_metrics[0], resumed
+
+
+def test_adaptive_ga_resumed_mid_epoch_ends_bit_identical(runs) -> None:
+    root, config, _ = runs
+    metrics, _ = _resumed_at_generation_10(root, config, ADAPTIVE, "adaptive")
+    powers = {r["power"] for r in metrics if r["kind"] == "generation"}
+    assert len(powers) > 1  # the step size did adapt
+
+
+def test_hybrid_resumed_with_trained_weights_waiting_ends_bit_identical(runs) -> None:
+    root, config, _ = runs
+    _, resumed = _resumed_at_generation_10(root, config, COMPETING_HYBRID, "compete")
+    arrays, _ = read_checkpoint(resumed / "checkpoints/island-0000/gen-00000010.h5")
+    assert arrays["strategy_trained"].shape == arrays["genomes"][0].shape
 
 
 @pytest.mark.parametrize("readout", ["random", "least_squares"])

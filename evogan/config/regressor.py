@@ -59,7 +59,7 @@ class GAConfig(StrictModel):
     reevaluation_z: float = Field(default=3.0, gt=0)
     hybrid_steps: PositiveInt = 1
     hybrid_lr: float = Field(default=1e-3, gt=0)
-    hybrid_keep_steps: Literal["always", "no_worse"] = "always"
+    hybrid_keep_steps: Literal["always", "no_worse", "compete"] = "always"
     hall_of_fame: PositiveInt = 1
     eval_block: PositiveInt = 36
     device: Literal["cpu", "cuda"] = "cpu"

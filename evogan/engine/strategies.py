@@ -134,16 +134,25 @@ class PlusLambda(Evolution):
             self.adaptation.load(state["adaptation"])
 
 
+KEEP_STEPS = ("always", "no_worse", "compete")
+
+
 class Hybrid(PlusLambda):
     """(1+lambda) whose elite takes ``steps`` RMSprop steps on the current batch after every
     selection; the trained weights are written back into the genome (Lamarckian).
 
-    The optimiser state persists across generations, as in a gradient run. With
-    ``keep_steps="no_worse"`` the elite keeps its steps only when they do not raise its
-    fitness on the batch; otherwise it stays as selected and only the optimiser's statistics
-    move on. RMSprop's first steps are about ten times ``lr`` per weight (no bias correction)
-    and would throw a fitted start away; selection guards the elite against them as it does
-    against a bad child.
+    The optimiser state persists across generations, as in a gradient run. RMSprop's first
+    steps are about ten times ``lr`` per weight (no bias correction) and would throw a fitted
+    start away; two settings of ``keep_steps`` guard the elite against such steps as selection
+    guards it against a bad child:
+
+    - ``"no_worse"``: the elite keeps its steps only when they do not raise its fitness on the
+      batch they were taken on (one more evaluation per generation); otherwise it stays as
+      selected and only the optimiser's statistics move on.
+    - ``"compete"``: the elite stays as selected, and the trained weights join the next
+      generation as one more candidate, after the elite's children, so they become the elite
+      only by winning on a fresh batch. One more row in the batched evaluation instead of a
+      call of its own (a migrant arriving under ``replace_worst`` takes that row first).
     """
 
     def __init__(
@@ -152,27 +161,44 @@ class Hybrid(PlusLambda):
         *,
         steps: int = 1,
         lr: float = 1e-3,
-        keep_steps: Literal["always", "no_worse"] = "always",
+        keep_steps: Literal["always", "no_worse", "compete"] = "always",
         **kwargs: Any,
     ) -> None:
         if not isinstance(problem, DifferentiableProblem):
             raise TypeError(f"the hybrid strategy needs a DifferentiableProblem, got {problem!r}")
         if steps < 1:
             raise ValueError(f"hybrid steps must be at least 1, got {steps}")
-        if keep_steps not in ("always", "no_worse"):
-            raise ValueError(f"keep_steps must be 'always' or 'no_worse', got {keep_steps!r}")
+        if keep_steps not in KEEP_STEPS:
+            raise ValueError(
+                f"keep_steps must be one of {', '.join(KEEP_STEPS)}, got {keep_steps!r}"
+            )
         super().__init__(problem, **kwargs)
         self.steps = steps
         self.lr = lr
         self.keep_steps = keep_steps
         self.gradient_steps = 0
         self.discarded_refinements = 0
+        self.trained: Tensor | None = None
+        """``compete``: the weights the last steps gave, a candidate of the next generation."""
         self._weights: torch.nn.Parameter | None = None
         self._optimizer: torch.optim.Optimizer | None = None
         # The first optimiser a process builds imports torch's compiler stack (about a second
         # with torch 2.13): built here, so that the first generation's clock does not count
         # it, as a gradient run builds its optimiser before its clock starts.
         torch.optim.RMSprop([torch.zeros(1, requires_grad=True)], lr=lr)
+
+    def propose(self, context: GenerationContext) -> Tensor:
+        candidates = super().propose(context)
+        if self.trained is None:
+            return candidates
+        return torch.cat([candidates, self.trained.unsqueeze(0)])
+
+    def select(self, candidates: Tensor, fitness: Tensor, context: GenerationContext) -> int:
+        trained, self.trained = self.trained, None
+        best = super().select(candidates, fitness, context)
+        if trained is not None and not torch.equal(candidates[best], trained):
+            self.discarded_refinements += 1
+        return best
 
     def refine(self, batch: Any, context: GenerationContext) -> bool:
         if self.elite is None or batch is None:
@@ -192,6 +218,9 @@ class Hybrid(PlusLambda):
         if self.gradient_steps == before:
             return False
         trained = self._weights.detach().clone()
+        if self.keep_steps == "compete":
+            self.trained = trained
+            return False
         if self.keep_steps == "no_worse":
             start = self.clock()
             fitness = float(rank_safe(self.problem.evaluate(trained.unsqueeze(0), batch))[0])
@@ -209,17 +238,21 @@ class Hybrid(PlusLambda):
         return self._optimizer
 
     def strategy_state(self) -> dict[str, Any] | None:
-        """The (1+lambda)'s state with the RMSprop state (before the first refinement: none)
-        and the steps taken."""
+        """The (1+lambda)'s state with the RMSprop state (before the first refinement: none),
+        the steps taken and, with ``compete``, the trained weights waiting for their
+        generation."""
         state = super().strategy_state()
         if self._optimizer is None:
             return state
-        return {
+        state = {
             **(state or {}),
             "optimizer": self._optimizer.state_dict(),
             "gradient_steps": self.gradient_steps,
             "discarded_refinements": self.discarded_refinements,
         }
+        if self.trained is not None:
+            state["trained"] = self.trained.clone()
+        return state
 
     def load_strategy_state(self, state: dict[str, Any]) -> None:
         super().load_strategy_state(state)
@@ -228,3 +261,5 @@ class Hybrid(PlusLambda):
         self._start_optimizer().load_state_dict(state["optimizer"])
         self.gradient_steps = int(state["gradient_steps"])
         self.discarded_refinements = int(state.get("discarded_refinements", 0))
+        trained = state.get("trained")
+        self.trained = None if trained is None else trained.clone()

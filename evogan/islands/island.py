@@ -130,10 +130,11 @@ class Island:
         if isinstance(draw, ChildDraw):
             parent = self.elite_lineage
             steps = (draw.key, draw.generation, draw.count)
-            return [parent] + [
+            drawn = [parent] + [
                 None if parent is None else parent.child(*steps, i, draw.rate, draw.power)
                 for i in range(draw.count)
             ]
+            return drawn + [None] * (rows - len(drawn))  # rows a strategy adds unnamed
         return [None] * rows
 
     def _selected(self, selection: Selection) -> None:

@@ -176,6 +176,9 @@ class IslandState:
                     arrays[f"optimizer_{name}"] = torch.as_tensor(value).numpy()
                 meta["optimizer_groups"] = saved["param_groups"]
                 meta["gradient_steps"] = strategy.pop("gradient_steps")
+            trained = strategy.pop("trained", None)
+            if trained is not None:
+                arrays["strategy_trained"] = trained.numpy()
             meta["strategy"] = strategy
         return arrays, meta, {"epoch_records": growing.epoch_records(loop.epoch_records)}
 
@@ -227,8 +230,8 @@ class IslandState:
 
 def _strategy(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any] | None:
     """What :meth:`~evogan.engine.loop.Evolution.strategy_state` gave: the (1+lambda)'s
-    step-size adaptation and counters (JSON), with the hybrid's RMSprop state (arrays); None
-    for a strategy that keeps nothing."""
+    step-size adaptation and counters (JSON), with the hybrid's RMSprop state and trained
+    weights (arrays); None for a strategy that keeps nothing."""
     if "optimizer_groups" not in meta and "strategy" not in meta:
         return None
     state = dict(meta.get("strategy") or {})
@@ -240,6 +243,8 @@ def _strategy(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, 
         }
         state["optimizer"] = {"state": {0: tensors}, "param_groups": meta["optimizer_groups"]}
         state["gradient_steps"] = int(meta["gradient_steps"])
+    if "strategy_trained" in arrays:
+        state["trained"] = torch.from_numpy(arrays["strategy_trained"])
     return state
 
 
