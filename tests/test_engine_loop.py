@@ -140,22 +140,28 @@ def test_hybrid_steps_move_the_elite_downhill() -> None:
     assert problem.loss(result.elite, batch) < fitness.min()
 
 
-def _refinements(keep_steps: str) -> tuple[Hybrid, list[tuple[float, float]]]:
-    """(fitness of the selected elite, its loss after refinement) on every batch, with a
-    learning rate so large that RMSprop's first step (ten times it) overshoots."""
-    problem = Sphere(size=10, batches=4)
-    engine = Hybrid(
-        problem,
+def _overshooting(keep_steps: str, epochs: int = 3) -> Hybrid:
+    """A hybrid with a learning rate so large that RMSprop's first step (ten times it)
+    overshoots."""
+    return Hybrid(
+        Sphere(size=10, batches=4),
         steps=1,
         lr=1.0,
         keep_steps=keep_steps,
         children=4,
         initial_parents=2,
-        epochs=3,
+        epochs=epochs,
         streams=Streams.derive(5),
         rate=Constant(0.3),
         power=Constant(0.1),
     )
+
+
+def _refinements(keep_steps: str) -> tuple[Hybrid, list[tuple[float, float]]]:
+    """(fitness of the selected elite, its loss after refinement) on every batch of an
+    overshooting hybrid."""
+    engine = _overshooting(keep_steps)
+    problem = engine.problem
     pairs = []
 
     def compare(selection) -> None:
@@ -181,18 +187,7 @@ def test_hybrid_keeps_only_steps_that_do_not_worsen_the_elite() -> None:
 
 
 def test_trained_weights_compete_with_the_children_on_the_next_batch() -> None:
-    engine = Hybrid(
-        Sphere(size=10, batches=4),
-        steps=1,
-        lr=1.0,
-        keep_steps="compete",
-        children=4,
-        initial_parents=2,
-        epochs=4,
-        streams=Streams.derive(5),
-        rate=Constant(0.3),
-        power=Constant(0.1),
-    )
+    engine = _overshooting("compete", epochs=4)
     seen = []  # every selection, with the elite after it and the weights its steps gave
 
     def record(selection) -> None:
