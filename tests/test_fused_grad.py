@@ -129,17 +129,20 @@ def test_torch_layers_serve_what_the_kernels_do_not(
 
 
 @needs_compiler
-def test_conv_gradients_refuse_shapes_that_do_not_fit() -> None:
+def test_the_passes_refuse_shapes_that_do_not_fit() -> None:
     layout = _layout((1, 51, 25))
     genome, x, _ = _draw(layout, 4, seed=6)
-    views = {name: view for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
-    linear = views["linear.weight"][0]
+    views = {name: view[0] for name, view in unflatten(layout, genome.reshape(1, -1)).items()}
+    conv, bias, linear = views["conv.weight"], views["conv.bias"], views["linear.weight"]
     with pytest.raises(ValueError, match="do not fit together"):
-        fused_grad.conv_gradients(x, views, linear, torch.ones(5), layout.pool)
+        fused_grad.forward_pass(x[:, :, 0], conv, bias, linear, layout.pool)
     with pytest.raises(ValueError, match="do not fit together"):
-        fused_grad.conv_gradients(x[:, :, :, :], views, linear, torch.ones(4, 1), layout.pool)
+        fused_grad.forward_pass(x.repeat(1, 2, 1, 1), conv, bias, linear, layout.pool)
     with pytest.raises(ValueError, match="the linear layer must have 1840 weights"):
-        fused_grad.conv_gradients(x, views, linear[:, :-1], torch.ones(4), layout.pool)
+        fused_grad.forward_pass(x, conv, bias, linear[:, :-1], layout.pool)
+    step = fused_grad.forward_pass(x, conv, bias, linear, layout.pool)
+    with pytest.raises(ValueError, match=r"grad must be \(4,\), one value per event"):
+        fused_grad.conv_gradients(step, torch.ones(5))
 
 
 @needs_compiler
