@@ -79,10 +79,11 @@ def _build(compiler: list[str], source: Path, target: Path) -> None:
             os.unlink(temporary)
 
 
-def load(source: Path, name: str, fallback: str) -> ctypes.CDLL | None:
+def load(source: Path, name: str, fallback: str, signatures: dict[str, list]) -> ctypes.CDLL | None:
     """The compiled library of ``source``, or None after one warning naming the cause and the
-    fix (``name`` and ``fallback`` say what was not built and what runs instead). Callers
-    cache the result."""
+    fix (``name`` and ``fallback`` say what was not built and what runs instead). Each entry
+    point in ``signatures`` gets its argument types and an int status as its return type.
+    Callers cache the result."""
     if not native_kernels():
         return None
     command = compiler()
@@ -98,7 +99,7 @@ def load(source: Path, name: str, fallback: str) -> ctypes.CDLL | None:
         path = _library_path(command, source)
         if not path.exists():
             _build(command, source, path)
-        return ctypes.CDLL(str(path))
+        library = ctypes.CDLL(str(path))
     except OSError as error:
         warnings.warn(
             f"cannot build {name} ({error}), so {fallback}; check the C compiler and that "
@@ -107,9 +108,8 @@ def load(source: Path, name: str, fallback: str) -> ctypes.CDLL | None:
             stacklevel=3,
         )
         return None
-
-
-def declare(function: ctypes._CFuncPtr, argtypes: list) -> None:
-    """Give a kernel's entry point its C signature: ``argtypes`` and an int status returned."""
-    function.restype = ctypes.c_int
-    function.argtypes = argtypes
+    for entry, argtypes in signatures.items():
+        function = getattr(library, entry)
+        function.restype = ctypes.c_int
+        function.argtypes = argtypes
+    return library

@@ -126,16 +126,13 @@ def mutation_mask(size: int, chosen: int, seed: int, children: range) -> np.ndar
 @functools.cache
 def kernel() -> ctypes.CDLL | None:
     """The point-mutation kernel, or None (then the numpy twin runs)."""
-    library = native.load(SOURCE, "the mutation kernel", "mutation uses the slower numpy path")
-    if library is not None:
-        pointer, count, word = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
-        native.declare(
-            library.evogan_point_mutation,
-            [pointer, count, count, word, word, count, count, ctypes.c_double, pointer, pointer],
-        )
-        replay = [pointer, count, count, *[pointer] * 5, count, pointer, pointer]
-        native.declare(library.evogan_point_replay, replay)
-    return library
+    pointer, count, word, real = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_double
+    mutation = [pointer, count, count, word, word, count, count, real, pointer, pointer]
+    replay = [pointer, count, count, *[pointer] * 5, count, pointer, pointer]
+    signatures = {"evogan_point_mutation": mutation, "evogan_point_replay": replay}
+    return native.load(
+        SOURCE, "the mutation kernel", "mutation uses the slower numpy path", signatures
+    )
 
 
 def point_mutation(

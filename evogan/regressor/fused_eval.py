@@ -33,24 +33,22 @@ def kernel() -> ctypes.CDLL | None:
 
     Built at most once per process; a failure is one warning naming the cause and the fix.
     """
-    library = native.load(
+    pointer, count = ctypes.c_void_p, ctypes.c_long
+    argtypes = [
+        *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
+        *(pointer, pointer),  # weight [taps][rows], bias [rows]
+        *(pointer, pointer, ctypes.c_int),  # position offsets, their cells, runs of 4 per cell
+        *(count, count),  # positions, cells
+        *(pointer, count, count),  # tap offsets, taps, rows
+        *(pointer, pointer, count),  # tail [tails][cells][LANES], tail vectors, tails
+        *(pointer, pointer, ctypes.c_int),  # out, pooled sums or NULL, threads
+    ]
+    return native.load(
         SOURCE,
         "the fused evaluation kernel",
         "the regressor's batched evaluation uses the slower torch path",
+        {"evogan_fused_eval": argtypes},
     )
-    if library is not None:
-        pointer, count = ctypes.c_void_p, ctypes.c_long
-        argtypes = [
-            *(pointer, pointer, count, count),  # x, event rows of x or NULL, events, event stride
-            *(pointer, pointer),  # weight [taps][rows], bias [rows]
-            *(pointer, pointer, ctypes.c_int),  # position offsets, their cells, runs of 4 per cell
-            *(count, count),  # positions, cells
-            *(pointer, count, count),  # tap offsets, taps, rows
-            *(pointer, pointer, count),  # tail [tails][cells][LANES], tail vectors, tails
-            *(pointer, pointer, ctypes.c_int),  # out, pooled sums or NULL, threads
-        ]
-        native.declare(library.evogan_fused_eval, argtypes)
-    return library
 
 
 @functools.lru_cache(maxsize=32)

@@ -29,33 +29,29 @@ SOURCE = Path(__file__).with_name("_fused_grad.c")
 @functools.cache
 def kernel() -> ctypes.CDLL | None:
     """The loaded kernels, or None after one warning (then torch computes gradients)."""
-    library = native.load(
+    pointer, count = ctypes.c_void_p, ctypes.c_long
+    x = (pointer, count, count)  # x, events, event stride
+    signatures = {
+        "evogan_fused_forward": [
+            *x,
+            *(pointer, pointer),  # weight [taps][rows], bias [rows]
+            *(pointer, pointer, count, count),  # position offsets, their cells, counts
+            *(pointer, count, count),  # tap offsets, taps, rows
+            *(pointer, pointer, ctypes.c_int),  # cell sums, ReLU bits, threads
+        ],
+        "evogan_fused_grad": [
+            *x,
+            *(pointer, pointer, count),  # position offsets, their cells, positions
+            *(pointer, count, count),  # tap offsets, taps, rows
+            *(pointer, pointer, pointer, pointer, ctypes.c_int),  # bits, coef, g, sums
+        ],
+    }
+    return native.load(
         SOURCE,
         "the fused gradient kernel",
         "the regressor's gradient steps use torch's convolution",
+        signatures,
     )
-    if library is not None:
-        pointer, count = ctypes.c_void_p, ctypes.c_long
-        native.declare(
-            library.evogan_fused_forward,
-            [
-                *(pointer, count, count),  # x, events, event stride
-                *(pointer, pointer),  # weight [taps][rows], bias [rows]
-                *(pointer, pointer, count, count),  # position offsets, their cells, counts
-                *(pointer, count, count),  # tap offsets, taps, rows
-                *(pointer, pointer, ctypes.c_int),  # cell sums, ReLU bits, threads
-            ],
-        )
-        native.declare(
-            library.evogan_fused_grad,
-            [
-                *(pointer, count, count),  # x, events, event stride
-                *(pointer, pointer, count),  # position offsets, their cells, positions
-                *(pointer, count, count),  # tap offsets, taps, rows
-                *(pointer, pointer, pointer, pointer, ctypes.c_int),  # bits, coef, g, sums
-            ],
-        )
-    return library
 
 
 def applies(pooling: str, x: Tensor, *tensors: Tensor | None) -> bool:
