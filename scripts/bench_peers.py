@@ -15,8 +15,8 @@ one seed), with one thread, in its own subprocess, for a budget of training seco
 - evogan, default: the engine as configs/regressor_ga.yaml ships it (rate 0.01, the success
   rule on the power, noise-aware acceptance and the least-squares readout start);
 - evogan, default with the drawn readout: the same from the GA study's random readout;
-- evogan, hybrid: configs/regressor_hybrid.yaml as shipped (the GA with one RMSprop step of
-  the elite per generation, kept when it does not worsen the elite);
+- evogan, hybrid: configs/regressor_hybrid.yaml as shipped (the default's GA with one RMSprop
+  step of the elite per generation, whose result competes as one more challenger);
 - RMSprop (lr 1e-3), plain torch;
 - RMSprop, least-squares start: plain torch from the shipped readout start, at lr 1e-4 (at
   1e-3 its first steps throw the start away).

@@ -213,12 +213,11 @@ ADAPTIVE = [
 ]
 
 
-COMPETING_HYBRID = [
+COMPETING_HYBRID = [  # as configs/regressor_hybrid.yaml ships it: the adaptive GA's keys
+    *ADAPTIVE,
     "ga.strategy=hybrid",
     "ga.hybrid_keep_steps=compete",
     "ga.hybrid_lr=0.003",
-    "checkpoint.every=5",
-    "checkpoint.keep=2",
 ]
 
 
