@@ -42,6 +42,7 @@ class DataConfig(StrictModel):
     chunk_events: PositiveInt = 1000
     cell_threshold: float = Field(default=1e-6, ge=0)
     projection_axis: Literal["x", "y"] = "y"
+    cache_projections: bool = True  # keep the regressor's 2D projections in EVOGAN_CACHE_DIR
     cell_scale: Literal["none", "log", "power"] = "none"
     power: float = Field(default=0.85, gt=0)
     energy_scale: float = Field(default=100.0, gt=0)

@@ -3,8 +3,9 @@
 Modules: ``detector`` (CLIC ECAL geometry), ``synthetic`` (GFLASH-style showers), ``writer``
 (atomic HDF5 output), ``layouts`` (detection of the public layouts), ``hdf5`` (checked,
 chunk-aligned reads of one file), ``reader`` (lazy datasets, per-rank shards, train/test
-splits), ``transforms`` (2D projection, cell scaling, regressor arrays), ``default`` (the
-cached synthetic set used when a config names no files).
+splits), ``transforms`` (2D projection, cell scaling, regressor arrays), ``projections``
+(the regressor's projections kept in the cache), ``default`` (the cached synthetic set used
+when a config names no files).
 """
 
 from evogan.data.hdf5 import ShowerChunk

@@ -78,6 +78,11 @@ class ShowerDataset:
         return "+".join(names) if names else "none"
 
     @property
+    def segments(self) -> tuple[Segment, ...]:
+        """The view's event ranges with the files (and layouts) they are read from."""
+        return self._segments
+
+    @property
     def ranges(self) -> list[tuple[Path, int, int]]:
         """``(file, start, stop)`` event ranges this view covers, in reading order."""
         return [(s.file.path, s.start, s.stop) for s in self._segments]

@@ -3,7 +3,8 @@
 The regressor of the GA study sees a 2D image per shower: the 3D cells summed over one
 transverse axis, keeping the longitudinal development (docs/physics.md section 5). Arrays for it
 are built by streaming the data set, so memory holds the projections only (51 x 25 floats per
-event instead of 51 x 51 x 25).
+event instead of 51 x 51 x 25), and kept in the cache for the next run
+(:mod:`evogan.data.projections`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evogan.config.data import DataConfig
+from evogan.data.projections import cached_projection
 from evogan.data.reader import ShowerDataset, open_dataset
 from evogan.errors import DataError
 
@@ -65,21 +67,38 @@ def energy_targets(energy: np.ndarray, scale: float = 100.0) -> np.ndarray:
     return (np.asarray(energy, dtype=np.float32) / np.float32(scale)).astype(np.float32)
 
 
-def regressor_arrays(cfg: DataConfig, dataset: ShowerDataset) -> RegressorArrays:
-    """Stream ``dataset`` and keep only projected, scaled images and energy targets."""
+def regressor_arrays(
+    cfg: DataConfig, dataset: ShowerDataset, announce: Callable[[str], object] = print
+) -> RegressorArrays:
+    """Projected, scaled images and energy targets of ``dataset`` (projections cached unless
+    ``cfg.cache_projections`` is off: :mod:`evogan.data.projections`)."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        return project_view(dataset, cfg.projection_axis, cfg.chunk_events)
+
+    if cfg.cache_projections:
+        images, energy = cached_projection(dataset, cfg.projection_axis, build, announce)
+    else:
+        images, energy = build()
+    x = scale_cells(images, cfg.cell_scale, cfg.power)[:, np.newaxis]
+    return RegressorArrays(x, energy_targets(energy, cfg.energy_scale), energy)
+
+
+def project_view(
+    dataset: ShowerDataset, axis: str, chunk_events: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stream ``dataset`` and keep only its 2D projections (n, W, Z) and energies (GeV)."""
     n = len(dataset)
     sx, sy, depth = dataset.shape
-    width = sy if cfg.projection_axis == "x" else sx
-    x = np.empty((n, 1, width, depth), dtype=np.float32)
+    images = np.empty((n, sy if axis == "x" else sx, depth), dtype=np.float32)
     energy = np.empty(n, dtype=np.float32)
     at = 0
-    for chunk in dataset.iter_chunks(cfg.chunk_events):
+    for chunk in dataset.iter_chunks(chunk_events):
         k = len(chunk)
-        image = project_2d(chunk.ecal, cfg.projection_axis)
-        x[at : at + k, 0] = scale_cells(image, cfg.cell_scale, cfg.power)
+        images[at : at + k] = project_2d(chunk.ecal, axis)
         energy[at : at + k] = chunk.energy
         at += k
-    return RegressorArrays(x, energy_targets(energy, cfg.energy_scale), energy)
+    return images, energy
 
 
 def load_regressor_data(
@@ -93,4 +112,4 @@ def load_regressor_data(
             f"rank {rank} of {size} gets no training events: {len(train)} events cannot be "
             f"shared by {size} ranks; use more data or fewer ranks"
         )
-    return regressor_arrays(cfg, shard), regressor_arrays(cfg, test)
+    return regressor_arrays(cfg, shard, announce), regressor_arrays(cfg, test, announce)
