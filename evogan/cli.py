@@ -10,6 +10,7 @@ import importlib
 
 from evogan import __version__
 from evogan.distributed.failure import run_guarded
+from evogan.distributed.transports import self_transport_when_alone
 from evogan.logs import setup as setup_logging
 
 # Subcommand name -> module in evogan.commands (imported lazily so `evogan --help` is fast).
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
-    return run_guarded(args.handler, args)
+    with self_transport_when_alone():
+        return run_guarded(args.handler, args)
 
 
 if __name__ == "__main__":
