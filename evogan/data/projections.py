@@ -109,9 +109,10 @@ def _read(path: Path, stamp: str) -> Projection | None:
             if str(stored["stamp"]) != stamp:
                 return None
             found = stored["images"], stored["energy"]
-        os.utime(path)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return None
+    with contextlib.suppress(OSError):  # a cache shared read-only still serves
+        os.utime(path)
     return found
 
 
