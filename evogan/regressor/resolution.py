@@ -15,7 +15,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit, nnls
 
 MIN_EVENTS = 10
 FIT_POINTS = 4  # three parameters and at least one degree of freedom
@@ -143,6 +142,9 @@ def fit_resolution(
     energy, resolution, error = energy[ok], resolution[ok], error[ok]
     if energy.size < FIT_POINTS:
         return None
+    # Imported here: every regressor run bins its response, only reports fit it (0.3 s).
+    from scipy.optimize import OptimizeWarning, curve_fit, nnls
+
     # sigma^2/E^2 is linear in (a^2, b^2, c^2): non-negative least squares gives the start.
     design = np.stack([1 / energy, np.ones_like(energy), energy**-2], axis=1)
     weight = 1 / (2 * resolution * error)
