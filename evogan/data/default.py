@@ -24,15 +24,20 @@ from evogan.errors import DataError
 from evogan.settings import cache_dir
 
 
-def generator_version() -> str:
-    """evogan's version plus a digest of the generator's source: any model change shows.
+def source_digest(*modules: str) -> str:
+    """sha256 (hex) of the modules' source files, found without importing them, so that
+    checking a cache made by that code stays cheap."""
+    digest = hashlib.sha256()
+    for module in modules:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        digest.update(Path(spec.origin).read_bytes())
+    return digest.hexdigest()
 
-    The source is found without importing it, so a cache hit stays a cheap check.
-    """
-    spec = importlib.util.find_spec("evogan.data.synthetic")
-    assert spec is not None and spec.origin is not None
-    digest = hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:10]
-    return f"{__version__}-{digest}"
+
+def generator_version() -> str:
+    """evogan's version plus a digest of the generator's source: any model change shows."""
+    return f"{__version__}-{source_digest('evogan.data.synthetic')[:10]}"
 
 
 def default_data_path(cfg: SyntheticConfig) -> Path:

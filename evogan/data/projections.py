@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import zipfile
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evogan.data.default import source_digest
 from evogan.data.reader import ShowerDataset
 from evogan.settings import cache_dir
 from evogan.store import atomic_path
@@ -93,12 +93,7 @@ def _stamp(dataset: ShowerDataset) -> str:
 
 @cache
 def _code_digest() -> str:
-    digest = hashlib.sha256()
-    for module in _READING_CODE:
-        spec = importlib.util.find_spec(module)
-        assert spec is not None and spec.origin is not None
-        digest.update(Path(spec.origin).read_bytes())
-    return digest.hexdigest()[:16]
+    return source_digest(*_READING_CODE)[:16]
 
 
 def _read(path: Path, stamp: str) -> Projection | None:

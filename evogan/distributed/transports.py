@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 _LAUNCHER_PREFIXES = ("PMIX_", "PMI_", "PRTE_", "HYDRA_")
 _BTL = "OMPI_MCA_btl"  # Open MPI reads its MCA names case-sensitively
 _LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "MPI_LOCALNRANKS")
 
 
-def started_by_launcher(environment: dict[str, str] | os._Environ = os.environ) -> bool:
+def started_by_launcher(environment: Mapping[str, str] = os.environ) -> bool:
     """Whether an MPI launcher (mpirun, prterun, srun, mpiexec.hydra) started this process."""
     return any(name in environment for name in _LAUNCHER_VARIABLES) or any(
         name.startswith(_LAUNCHER_PREFIXES) for name in environment
