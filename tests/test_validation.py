@@ -125,6 +125,8 @@ def test_bad_input_gets_one_line(files: dict, tmp_path: Path, capsys) -> None:
     assert "needs generators" in _refused(
         capsys, str(files["gen"]), ref, "--ensemble", str(files["g2"]), "--out", out
     )
+    err = _refused(capsys, str(files["gen"]), ref, "--precision", "bf16", "--out", out)
+    assert "--precision bf16 runs a generator, but" in err and "holds showers" in err
     assert not Path(out).exists()
 
 

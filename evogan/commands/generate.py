@@ -14,7 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
-from evogan.commands.options import require_counts
+from evogan.commands.options import add_precision, require_counts
 from evogan.errors import EvoganError
 
 CONVOLUTIONS = ("direct", "fft")
@@ -56,11 +56,13 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         help="the generator's large-kernel convolutions: fft (the default on GPUs, faster "
         "there; docs/parallel.md) or direct (the default on CPUs)",
     )
+    add_precision(parser)
     parser.set_defaults(handler=run)
 
 
-def generator_device(text: str) -> str:
-    """``--device`` checked against what torch sees, before anything is loaded or written."""
+def generator_device(text: str, precision: str = "float32") -> str:
+    """``--device`` (and bf16 there) checked against what torch sees, before anything is
+    loaded or written."""
     import torch
 
     try:
@@ -77,6 +79,10 @@ def generator_device(text: str) -> str:
         raise EvoganError(
             f"--device {text}: torch sees {torch.cuda.device_count()} GPU(s), numbered from 0"
         )
+    if precision == "bf16":
+        from evogan.gan3d.precision import check_bf16
+
+        check_bf16(device, "--precision bf16", "--precision float32")
     return str(device)
 
 
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if not 0 <= lo <= hi <= 180:
             raise EvoganError(f"--theta-range must satisfy 0 <= LO <= HI <= 180, got {lo:g} {hi:g}")
         theta_range = (math.radians(lo), math.radians(hi))
-    device = generator_device(args.device)
+    device = generator_device(args.device, args.precision)
     convolution = args.convolution or ("direct" if device == "cpu" else "fft")
     from evogan.data.writer import ShowerWriter, check_writable
 
@@ -117,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         "spec": spec.name,
         "seed": args.seed,
         "energy_range": [low, high],
+        "precision": args.precision,
     }
     from evogan.progress import progress
 
@@ -127,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
         for lo in range(0, args.events, args.batch_size):
             hi = min(lo + args.batch_size, args.events)
             angles = None if theta is None else theta[lo:hi]
-            showers = generate_showers(spec, generator, energy[lo:hi], angles, noise, hi - lo)
+            showers = generate_showers(
+                spec, generator, energy[lo:hi], angles, noise, hi - lo, precision=args.precision
+            )
             writer.append(showers, energy[lo:hi], angles)
             task.advance(hi - lo)
     print(f"wrote {args.events} showers from {path} ({low:g}-{high:g} GeV) to {args.out}")

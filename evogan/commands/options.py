@@ -1,5 +1,5 @@
-"""Arguments shared by the commands: ``--set``, ``--run-dir``, the ``--resume`` grammar, and
-the check of counts."""
+"""Arguments shared by the commands: ``--set``, ``--run-dir``, the ``--resume`` grammar,
+``--precision`` and the check of counts."""
 
 from __future__ import annotations
 
@@ -22,6 +22,17 @@ def require_counts(args: argparse.Namespace, *options: str) -> None:
         value = getattr(args, option.removeprefix("--").replace("-", "_"))
         if value < 1:
             raise EvoganError(f"{option} must be at least 1, got {value}")
+
+
+def add_precision(parser: argparse.ArgumentParser) -> None:
+    """``--precision`` for the commands that run a generator (generate, validate)."""
+    parser.add_argument(
+        "--precision",
+        choices=("float32", "bf16"),
+        default="float32",
+        help="float32 (default) or bf16: the generator under bfloat16 autocast, 2-3x faster on "
+        "CPUs with AMX; cells keep bf16's 8 bits (docs/gan.md)",
+    )
 
 
 def add_config_options(parser: argparse.ArgumentParser, example: str, run_dir_help: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from evogan.commands.options import require_counts
+from evogan.commands.options import add_precision, require_counts
 from evogan.errors import DataError, EvoganError
 
 RANGE_TOLERANCE = 0.05  # of the reference's energy span: sampling noise at the range ends
@@ -51,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument("--bins", type=int, default=5, help="equal-count energy bins (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed (same seed, same showers)")
     parser.add_argument("--batch-size", type=int, default=128, help="showers per generator call")
+    add_precision(parser)
     parser.set_defaults(handler=run)
 
 
@@ -81,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     generated = Path(args.generated)
     if generated.is_dir() or _is_generator(generated):
         _prepare_generators(job, generated, args)
+    elif args.precision != "float32":
+        raise EvoganError(
+            f"--precision {args.precision} runs a generator, but {generated} holds showers; "
+            "drop --precision or give a generator file or run directory"
+        )
     else:
         _prepare_showers(job, args)
     report, figures = _score(job, args)
@@ -243,6 +249,7 @@ def _score_members(job: Job, args: argparse.Namespace) -> tuple[list, list]:
                 args.seed,
                 args.batch_size,
                 on_batch=task.advance,
+                precision=args.precision,
             )
             task.advance(0, note=f"{path.name}: score {result.score:.3f}")
             results.append(result)

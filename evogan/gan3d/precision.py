@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from evogan.errors import EvoganError
 from evogan.gan3d.blocks import mark_compiled
 from evogan.gan3d.convolution import set_convolution
 
@@ -80,3 +81,12 @@ def compile_problem(device: str | torch.device = "cpu") -> str | None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return f"{type(exc).__name__}: {first}"
     return None
+
+
+def check_bf16(device: str | torch.device, asked: str, fix: str) -> None:
+    """Refuse bf16 on a GPU that has no bfloat16 support, in one line naming the setting that
+    ``asked`` for it and the ``fix``; CPUs run bf16 autocast everywhere (fast with AMX tiles)."""
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        name = torch.cuda.get_device_name(device)
+        raise EvoganError(f"{asked} but {name} has no bfloat16 support; use {fix}")

@@ -21,7 +21,7 @@ from evogan.distributed.comm import Layout, node_position
 from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.torch_group import backend_available
 from evogan.errors import EvoganError
-from evogan.gan3d.precision import ForwardOptions, compile_problem
+from evogan.gan3d.precision import ForwardOptions, check_bf16, compile_problem
 from evogan.gan3d.validation import MIN_VALIDATION_EVENTS
 
 
@@ -79,12 +79,8 @@ def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> F
     every rank runs eagerly and rank 0 says why; rank 0 says that FFT convolutions on CPUs are
     slower."""
     gpu = device.startswith("cuda")
-    if settings.precision == "bf16" and gpu and not torch.cuda.is_bf16_supported():
-        name = torch.cuda.get_device_name(device)
-        raise EvoganError(
-            f"trainer.precision = 'bf16' but {name} has no bfloat16 support; use "
-            "trainer.precision: float32"
-        )
+    if settings.precision == "bf16":
+        check_bf16(device, "trainer.precision = 'bf16'", "trainer.precision: float32")
     compiled = settings.compile
     if compiled:
         problems = [p for p in world.allgather(compile_problem(device)) if p is not None]

@@ -132,14 +132,18 @@ def score_generator(
     seed: int,
     batch_size: int = 128,
     on_batch: Callable[[int], None] | None = None,
+    precision: str = "float32",
 ) -> Validation:
     """One generator's showers for the reference's conditions, scored; the noise is a fresh
-    stream from ``seed`` (every ensemble member sees the same noise). A generator that fails
-    to run scores worst, with the reason."""
+    stream from ``seed`` (every ensemble member sees the same noise), the generator runs in
+    ``precision`` (:func:`generate_showers`). A generator that fails to run scores worst, with
+    the reason."""
     rng = torch.Generator().manual_seed(seed)
     angle = theta if spec.conditioning.angle else None
     try:
-        showers = generate_showers(spec, generator, energy, angle, rng, batch_size, on_batch)
+        showers = generate_showers(
+            spec, generator, energy, angle, rng, batch_size, on_batch, precision
+        )
     except (RuntimeError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return worst_validation(len(energy), len(energy), f"generator failed: {first}")
