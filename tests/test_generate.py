@@ -83,18 +83,24 @@ def test_generate_errors_are_one_line_and_leave_no_file(tmp_path: Path, capsys) 
     assert not out.exists() and list(tmp_path.glob(".x.h5*")) == []
 
 
+def _six_showers(tmp_path: Path, option: str, value: str) -> tuple[np.ndarray, dict]:
+    """Six showers of the tiny generator (seed 4) from noise seed 3 with ``option value``, and
+    the written file's attributes."""
+    model = save_tiny_generator(tmp_path / "g.h5", seed=4)
+    out = tmp_path / f"{value}.h5"
+    args = ["generate", str(model), "--events", "6", "--seed", "3", "--out", str(out)]
+    assert main([*args, option, value]) == 0
+    with h5py.File(out, "r") as handle:
+        attrs = dict(handle.attrs)
+    return ShowerDataset.from_files(open_files(out)).read().ecal, attrs
+
+
 def test_the_fft_convolution_generates_the_same_showers(tmp_path: Path) -> None:
     """``--convolution fft`` (the GPU default) against the direct form on this CPU: the tiny
     generator's 27-tap convolution runs as FFTs, to float32 rounding of the same showers."""
-    model = save_tiny_generator(tmp_path / "g.h5", seed=4)
-    showers = {}
-    for convolution in ("direct", "fft"):
-        out = tmp_path / f"{convolution}.h5"
-        args = ["generate", str(model), "--events", "6", "--seed", "3", "--out", str(out)]
-        assert main([*args, "--convolution", convolution]) == 0
-        showers[convolution] = ShowerDataset.from_files(open_files(out)).read().ecal
-    difference = np.abs(showers["fft"] - showers["direct"])
-    assert 0 < difference.max() <= 1e-5 * np.abs(showers["direct"]).max()
+    direct, _ = _six_showers(tmp_path, "--convolution", "direct")
+    fft, _ = _six_showers(tmp_path, "--convolution", "fft")
+    assert 0 < np.abs(fft - direct).max() <= 1e-5 * np.abs(direct).max()
 
 
 def test_bf16_generation_stays_within_bf16_rounding_and_says_so(tmp_path: Path) -> None:
@@ -102,17 +108,9 @@ def test_bf16_generation_stays_within_bf16_rounding_and_says_so(tmp_path: Path) 
     seed: every cell within 5% of the largest cell (measured up to 2.2% over three tiny
     generators: bf16 keeps 8 bits in every layer) and each shower's sum within 2% (measured up
     to 0.5%); the file records the precision."""
-    model = save_tiny_generator(tmp_path / "g.h5", seed=4)
-    showers = {}
-    for precision in ("float32", "bf16"):
-        out = tmp_path / f"{precision}.h5"
-        args = ["generate", str(model), "--events", "6", "--seed", "3", "--out", str(out)]
-        assert main([*args, "--precision", precision]) == 0
-        with h5py.File(out, "r") as handle:
-            assert handle.attrs["precision"] == precision
-        showers[precision] = ShowerDataset.from_files(open_files(out)).read().ecal
-    reference, fast = showers["float32"], showers["bf16"]
-    difference = np.abs(fast - reference)
-    assert 0 < difference.max() <= 5e-2 * reference.max()
+    reference, reference_attrs = _six_showers(tmp_path, "--precision", "float32")
+    fast, fast_attrs = _six_showers(tmp_path, "--precision", "bf16")
+    assert (reference_attrs["precision"], fast_attrs["precision"]) == ("float32", "bf16")
+    assert 0 < np.abs(fast - reference).max() <= 5e-2 * reference.max()
     sums = reference.sum(axis=(1, 2, 3))
     np.testing.assert_allclose(fast.sum(axis=(1, 2, 3)), sums, rtol=2e-2)
