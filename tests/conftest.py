@@ -8,7 +8,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,20 @@ def untimed(record: dict) -> dict:
         for k, v in record.items()
         if not any(t in k for t in TIMING)
     }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_memory_folder() -> Iterator[str]:
+    """One folder for Open MPI's shared-memory segments of this session, removed at its end:
+    ranks that the kill tests SIGKILL never unlink theirs, and a ``/dev/shm`` that fills with
+    them slows or breaks later launches."""
+    parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    folder = tempfile.mkdtemp(prefix="evogan-tests-", dir=parent)
+    os.environ.update(
+        OMPI_MCA_btl_sm_backing_directory=folder, OMPI_MCA_osc_sm_backing_directory=folder
+    )
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # Open MPI 5's launcher occasionally fails before starting any rank (a PMIx listener thread
@@ -60,9 +76,16 @@ def mpirun(
     if launcher is None:
         pytest.fail("mpirun not found: install the test extras (pip install -e '.[test]')")
     command = [launcher, "-n", str(ranks), "--oversubscribe", sys.executable, *args]
-    for _ in range(2):  # a second try only when mpirun itself could not start (below)
+    return run_launched(command, env=mpi_env(), cwd=cwd or REPO, timeout=timeout)
+
+
+def run_launched(
+    command: list[str], env: dict[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` of an mpirun line, once more only when mpirun itself could not start."""
+    for _ in range(2):
         done = subprocess.run(
-            command, env=mpi_env(), cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout
+            command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
         )
         if LAUNCHER_FLAKE not in done.stderr:
             break

@@ -34,7 +34,7 @@ import yaml
 from evogan.cli import build_parser
 from evogan.config import load_config
 from evogan.errors import EXIT_STOPPED, EvoganError
-from tests.conftest import REPO, mpi_env, rank_pids
+from tests.conftest import REPO, mpi_env, rank_pids, run_launched
 
 README = REPO / "README.md"
 RANKS = 2
@@ -215,9 +215,7 @@ class Workflow:
     # ---------------------------------------------------------------- execution
     def execute(self, argv: list[str], outcome: Outcome, expect: int) -> None:
         outcome.ran.append(shlex.join(argv))
-        result = subprocess.run(
-            argv, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=TIMEOUT_S
-        )
+        result = run_launched(argv, env=self.env, cwd=self.root, timeout=TIMEOUT_S)
         if result.returncode != expect and outcome.error is None:
             outcome.error = _failure(argv, result.returncode, expect, result.stdout, result.stderr)
 
