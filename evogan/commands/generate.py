@@ -14,7 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
-from evogan.commands.options import add_precision, require_counts
+from evogan.commands.options import add_precision, hint_precision, require_counts
 from evogan.errors import EvoganError
 
 CONVOLUTIONS = ("direct", "fft")
@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     path = find_generator(args.model)
     spec, generator, _ = load_generator(path, device)
     set_convolution(generator, convolution)
+    hint_precision(args, device)
     rng = np.random.default_rng(args.seed)
     energy = rng.uniform(low, high, args.events).astype(np.float32)
     theta = None

@@ -19,7 +19,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from evogan.commands.options import add_precision, require_counts
+from evogan.commands.options import add_precision, hint_precision, require_counts
 from evogan.errors import DataError, EvoganError
 
 RANGE_TOLERANCE = 0.05  # of the reference's energy span: sampling noise at the range ends
@@ -236,6 +236,7 @@ def _score_members(job: Job, args: argparse.Namespace) -> tuple[list, list]:
     if len(models) > 1:
         check_compatible(specs)
         job.notes += check_origin(job.members, specs)
+    hint_precision(args)
     chunk, results = job.chunk, []
     total = len(models) * len(chunk)
     with progress("validate", total=total, unit="showers") as task:

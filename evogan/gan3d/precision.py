@@ -25,8 +25,10 @@ is checked against (``tests/test_gan_precision.py``).
 from __future__ import annotations
 
 import contextlib
+import functools
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -90,3 +92,15 @@ def check_bf16(device: str | torch.device, asked: str, fix: str) -> None:
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         name = torch.cuda.get_device_name(device)
         raise EvoganError(f"{asked} but {name} has no bfloat16 support; use {fix}")
+
+
+@functools.cache
+def cpu_has_amx_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has AMX bf16 tiles, where bf16 autocast trains the 3DGAN 1.7-2.7x
+    faster than float32 (docs/benchmarks.md); False where the flags cannot be read."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return "amx_bf16" in flags.split()
