@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from evogan.distributed.signals import rank_pids, running
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED_MEMORY = pytest.StashKey[str]()
 
 
 TIMING = ("seconds", "_per_s", "finished", "eval_share")
@@ -33,18 +33,21 @@ def untimed(record: dict) -> dict:
     }
 
 
-@pytest.fixture(scope="session", autouse=True)
-def shared_memory_folder() -> Iterator[str]:
-    """One folder for Open MPI's shared-memory segments of this session, removed at its end:
-    ranks that the kill tests SIGKILL never unlink theirs, and a ``/dev/shm`` that fills with
-    them slows or breaks later launches."""
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder for Open MPI's shared-memory segments of this session (the test process's
+    own MPI included, so before any test module imports mpi4py), removed at its end: ranks
+    that the kill tests SIGKILL never unlink theirs, and a ``/dev/shm`` that fills with them
+    slows or breaks later launches."""
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     folder = tempfile.mkdtemp(prefix="evogan-tests-", dir=parent)
+    config.stash[SHARED_MEMORY] = folder
     os.environ.update(
         OMPI_MCA_btl_sm_backing_directory=folder, OMPI_MCA_osc_sm_backing_directory=folder
     )
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(config.stash[SHARED_MEMORY], ignore_errors=True)
 
 
 # Open MPI 5's launcher occasionally fails before starting any rank (a PMIx listener thread
