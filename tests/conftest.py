@@ -85,7 +85,7 @@ def mpirun(
 def run_launched(
     command: list[str], env: dict[str, str], cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """``subprocess.run`` of an mpirun line, once more only when mpirun itself could not start."""
+    """``subprocess.run`` of ``command``, once more only when mpirun could not start it."""
     for _ in range(2):
         done = subprocess.run(
             command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout

@@ -27,6 +27,7 @@ import torch
 from mpi4py import MPI
 
 from evogan.config import load_config
+from evogan.gan3d import precision as precision_module
 from evogan.gan3d import setup
 from evogan.gan3d.losses import gan_loss
 from evogan.gan3d.networks import build_models
@@ -132,7 +133,7 @@ def test_compile_falls_back_to_eager_with_one_line_when_unavailable(
         raise RuntimeError("no C++ compiler found\nmore detail")
 
     monkeypatch.setattr(torch, "compile", broken)
-    monkeypatch.setattr(setup, "cpu_has_amx_bf16", lambda: False)
+    monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: False)
     assert compile_problem() == "RuntimeError: no C++ compiler found"
     settings = load_config(TINY, ["trainer.compile=true"]).trainer
     options = forward_options(settings, "cpu", MPI.COMM_SELF)
@@ -158,7 +159,7 @@ def test_amx_flag_is_read_from_the_cpu_flags_line(tmp_path: Path) -> None:
 def test_float32_on_an_amx_cpu_hints_bf16_once_per_process(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], precision: str, said: bool
 ) -> None:
-    monkeypatch.setattr(setup, "cpu_has_amx_bf16", lambda: True)
+    monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: True)
     setup.hint.cache_clear()
     settings = load_config(TINY, [f"trainer.precision={precision}"]).trainer
     for _ in range(2):  # a search opens a trainer per member

@@ -104,3 +104,8 @@ def cpu_has_amx_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
         return False
     flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
     return "amx_bf16" in flags.split()
+
+
+def bf16_faster_here(device: str | torch.device, precision: str) -> bool:
+    """Whether a float32 run on ``device`` should be told that bf16 is faster: a CPU with AMX."""
+    return precision == "float32" and torch.device(device).type == "cpu" and cpu_has_amx_bf16()

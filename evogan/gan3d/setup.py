@@ -22,7 +22,7 @@ from evogan.distributed.comm import Layout, node_position
 from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.torch_group import backend_available
 from evogan.errors import EvoganError
-from evogan.gan3d.precision import ForwardOptions, check_bf16, compile_problem, cpu_has_amx_bf16
+from evogan.gan3d.precision import ForwardOptions, bf16_faster_here, check_bf16, compile_problem
 from evogan.gan3d.validation import MIN_VALIDATION_EVENTS
 
 
@@ -105,7 +105,7 @@ def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> F
             "trainer.convolution = 'fft' on CPUs runs slower than direct convolutions "
             "(docs/benchmarks.md); it is the GPU setting"
         )
-    if settings.precision == "float32" and not gpu and world.rank == 0 and cpu_has_amx_bf16():
+    if world.rank == 0 and bf16_faster_here(device, settings.precision):
         hint(
             "this CPU has AMX bf16 tiles: trainer.precision: bf16 trains 1.7-2.7x faster, "
             "to the same validation score within seed noise (docs/parallel.md)"
