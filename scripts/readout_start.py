@@ -9,10 +9,13 @@ MAPE of the start with the fit's seconds; for comparison, the drawn readout and 
 error). Use it to choose ``model.readout_events`` and ``model.readout_ridge`` for your data
 (a config with ``data.files`` reads your files). With ``--pick K ...`` and M > 1 networks it
 also reports the network a GA keeps: the best of the M on K training events drawn for the pick
-(the GA and the hybrid pick on their first minibatch, K = ``ga.batch_size``).
+(the GA and the hybrid pick on their first minibatch, K = ``ga.batch_size``). ``--per-seed``
+lists each seed's first network (``evogan train --set seed=K``'s start) for the first
+(events, ridge) pair, to set against what that seed's training ends at.
 
     python scripts/readout_start.py configs/regressor_ga.yaml [--events 256 1024]
-        [--ridge 1e-4 1e-3] [--seeds 5] [--networks 8] [--pick 128 1024] [--set KEY=VALUE ...]
+        [--ridge 1e-4 1e-3] [--seeds 5] [--networks 8] [--pick 128 1024] [--per-seed]
+        [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -136,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pick", nargs="+", type=int, default=[], help="training events the GA's pick sees"
     )
+    parser.add_argument(
+        "--per-seed", action="store_true", help="list each seed's first network's test MAPE"
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args(argv)
     if min(args.events) < 1 or min(args.ridge) <= 0 or min(args.seeds, args.networks) < 1:
@@ -175,6 +181,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         rows = pick_rows(layout, (train, test), start, args.seeds, args.networks, args.pick)
         print("\n".join(pick_table(rows)))
+    if args.per_seed:
+        start = ReadoutStart(args.events[0], args.ridge[0])
+        errors, _ = start_errors(layout, (train, test), start, args.seeds, args.networks)
+        print(
+            f"\nFirst network per seed, fitted on {args.events[0]} events, ridge {args.ridge[0]:g}:"
+        )
+        print("\n| seed | test MAPE |\n|---|---|")
+        for seed in range(args.seeds):
+            print(f"| {seed} | {PERCENT(errors[seed * args.networks])} |")
     return 0
 
 
