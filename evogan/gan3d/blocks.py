@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from evogan.gan3d.convolution import ConvBlock
+from evogan.gan3d.keep_mask import keep_mask
 from evogan.gan3d.spec import same_padding
 
 MASK32 = 0xFFFFFFFF
@@ -102,9 +103,12 @@ class SeededDropout(CountedDraws):
     """Dropout whose mask comes from a given ``torch.Generator`` (reproducible per rank).
 
     ``generator`` is set by whoever owns the random stream (the training step); without one
-    the default torch stream is used, exactly like ``nn.Dropout``. Compiled, the mask is
+    the default torch stream is used, like ``nn.Dropout``. Compiled, the mask is
     :func:`counter_uniform` of :meth:`next_key`, seeded from ``generator`` by the step, so the
-    forward stays one graph (other masks than eager's, from the same stream).
+    forward stays one graph (other masks than eager's, from the same stream). Eager on the CPU
+    it is the same hash of one key drawn from the stream per call, on all of torch's threads
+    (:func:`evogan.gan3d.keep_mask.keep_mask`; a CPU generator draws on one thread); on a GPU
+    the mask is drawn from the stream itself.
     """
 
     def __init__(self, p: float) -> None:
@@ -120,7 +124,11 @@ class SeededDropout(CountedDraws):
             keep = counter_uniform(self.next_key(), x.shape, x.device) >= self.p
         else:
             device = gen.device if gen is not None else x.device
-            keep = torch.rand(x.shape, generator=gen, device=device) >= self.p
+            if device.type == "cpu" and x.device.type == "cpu":
+                key = torch.randint(0, MASK32 + 1, (1,), generator=gen)
+                keep = keep_mask(int(key), x.shape, self.p)
+            else:
+                keep = torch.rand(x.shape, generator=gen, device=device) >= self.p
         return x * keep.to(x.device, x.dtype) / (1.0 - self.p)
 
     def extra_repr(self) -> str:
