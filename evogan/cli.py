@@ -10,7 +10,6 @@ import importlib
 
 from evogan import __version__
 from evogan.distributed.failure import run_guarded
-from evogan.distributed.transports import self_transport_when_alone
 from evogan.logs import setup as setup_logging
 
 # Subcommand name -> module in evogan.commands (imported lazily so `evogan --help` is fast).
@@ -41,8 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
-    with self_transport_when_alone():
-        return run_guarded(args.handler, args)
+    return run_guarded(args.handler, args)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +61,33 @@ def test_ranks_that_mpirun_started_keep_open_mpis_transports() -> None:
     done = mpirun(2, ["-c", script], timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["None 3", "None 3"]
+
+
+def _lone_process(first_import: str, backing: Path) -> str:
+    """Run ``first_import`` in a process that no launcher started; its OMPI_MCA_btl after."""
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not started_by_launcher({name: ""}) and name != BTL
+    }
+    environment["OMPI_MCA_btl_sm_backing_directory"] = str(backing)
+    script = f"import os\n{first_import}\nprint(os.environ.get({BTL!r}))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_lone_process_that_evogan_starts_mpi_in_leaves_no_segment(tmp_path) -> None:
+    """Plain mpi4py is the control: the PyPI Open MPI's shared-memory transport leaves its
+    segment in the backing folder after a world of one. evogan's modules start MPI with the
+    ``self`` transport only, and the variable does not outlive the start."""
+    control, evogan = tmp_path / "control", tmp_path / "evogan"
+    control.mkdir()
+    evogan.mkdir()
+    _lone_process("from mpi4py import MPI", control)
+    if not any(control.iterdir()):
+        pytest.skip("this MPI leaves no shared-memory segment behind: nothing to avoid")
+    assert _lone_process("import evogan.distributed.comm", evogan) == "None"
+    assert list(evogan.iterdir()) == []

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _again() -> str:
     """This command line again: a stopped final step continues from its finished trainings."""
-    from mpi4py import MPI
+    from evogan.distributed.mpi import MPI
 
     size = MPI.COMM_WORLD.size
     launch = f"mpirun -n {size} " if size > 1 else ""
@@ -95,8 +95,7 @@ def _again() -> str:
 def _finals(campaigns: list[Path], again: str) -> bool:
     """Collective on the job's ranks: the final step of each campaign that lacks a current
     one; True on world rank 0 (the rank that writes the report)."""
-    from mpi4py import MPI
-
+    from evogan.distributed.mpi import MPI
     from evogan.search import Campaign
     from evogan.search.final import campaign_config, run_final
 
@@ -115,8 +114,7 @@ def _finals(campaigns: list[Path], again: str) -> bool:
 
 def _reproduce(args: argparse.Namespace) -> int:
     """``--reproduce ID:MEMBER``: one member re-trained and scored, printed by world rank 0."""
-    from mpi4py import MPI
-
+    from evogan.distributed.mpi import MPI
     from evogan.search.final import reproduce_member
 
     if len(args.campaigns) != 1:

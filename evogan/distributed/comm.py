@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mpi4py import MPI
-
+from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 
 GroupSize = int | Literal["node"] | None

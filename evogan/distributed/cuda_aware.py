@@ -14,7 +14,7 @@ MPICH_GPU_CUDA = 0  # MPIX_GPU_SUPPORT_CUDA in MPICH's mpi.h
 
 def mpi_cuda_aware() -> bool | None:
     """True or False as the MPI library answers, None when it has no such query."""
-    from mpi4py import MPI
+    from evogan.distributed.mpi import MPI
 
     try:
         library = ctypes.CDLL(MPI.__file__)  # symbol lookup also searches its libmpi

@@ -58,7 +58,7 @@ def world() -> Any:
     """The world communicator of a multi-rank job, else None."""
     if "mpi4py.MPI" not in sys.modules and launched_ranks() < 2:
         return None
-    from mpi4py import MPI
+    from evogan.distributed.mpi import MPI
 
     if not MPI.Is_initialized() or MPI.Is_finalized() or MPI.COMM_WORLD.size < 2:
         return None
@@ -111,7 +111,7 @@ def _shared(comm: Any, code: int) -> bool:
         pending = set(range(1, comm.size))
         while pending and time.monotonic() < deadline:
             while comm.iprobe(tag=Tag.FAILURE):
-                from mpi4py import MPI
+                from evogan.distributed.mpi import MPI
 
                 status = MPI.Status()
                 comm.recv(source=MPI.ANY_SOURCE, tag=Tag.FAILURE, status=status)
@@ -147,7 +147,7 @@ def end(exc: BaseException) -> int:
             _status(code, message)
             _print(code, message)
         return code
-    from mpi4py import MPI
+    from evogan.distributed.mpi import MPI
 
     if code == EXIT_FAILURE:
         traceback.print_exception(exc, file=sys.stderr)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpi4py import MPI
+from evogan.distributed.mpi import MPI
 
 
 class MpiWork:

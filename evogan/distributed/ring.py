@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
+from evogan.distributed.mpi import MPI
 from evogan.distributed.tags import Tag
 
 

@@ -184,7 +184,7 @@ class StopAgreement:
         return self.stopped
 
     def _round(self, done: bool) -> None:
-        from mpi4py import MPI
+        from evogan.distributed.mpi import MPI
 
         # MIN over ranks: -1 if anyone stops, 1 only if everyone is done, the best value
         self._send[:] = (-float(self.flag.raised), float(done), self.value)

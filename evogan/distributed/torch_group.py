@@ -14,8 +14,8 @@ import socket
 from typing import Any
 
 import torch
-from mpi4py import MPI
 
+from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 
 TIMEOUT = datetime.timedelta(minutes=30)

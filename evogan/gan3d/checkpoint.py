@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from mpi4py import MPI
 
 from evogan import __version__
+from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 from evogan.gan3d.weight_average import WeightAverage
 from evogan.store import load_weights, save_weights

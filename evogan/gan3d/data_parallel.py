@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 from evogan.distributed.comm import Layout
+from evogan.distributed.mpi import MPI
 from evogan.distributed.ring import (
     HOST_MEMORY,
     AsyncRing,

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout
+from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import numpy_generator
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.cadence import CHECKPOINT, VALIDATE, Cadence

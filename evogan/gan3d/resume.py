@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from mpi4py import MPI
 
 from evogan.config.base import validate
 from evogan.config.gan import Gan3dConfig
 from evogan.config.resume import is_resume_safe
+from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 from evogan.gan3d import checkpoint as ckpt
 from evogan.store import CONFIG, RunDir

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 from evogan import __version__
 from evogan.config.data import DataConfig
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout, node_position
 from evogan.distributed.cuda_aware import mpi_cuda_aware
+from evogan.distributed.mpi import MPI
 from evogan.distributed.torch_group import backend_available
 from evogan.errors import EvoganError
 from evogan.gan3d.precision import ForwardOptions, bf16_faster_here, check_bf16, compile_problem

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from evogan.config.base import dump
 from evogan.config.gan import Gan3dConfig
 from evogan.distributed.comm import Layout, split_layout
+from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import RunStopped
 from evogan.gan3d import checkpoint as ckpt

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
+from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import torch_generator
 from evogan.gan3d.data_parallel import average_tensors
 from evogan.gan3d.model_file import save_generator

@@ -253,7 +253,7 @@ class Migration:
         if self.islands < 2:
             return arrived
         if self.mode == "sync":
-            from mpi4py import MPI
+            from evogan.distributed.mpi import MPI
 
             for source, _ in self._expected:  # receive before waiting on sends: no deadlock
                 arrived.extend(self._take(self.comm.recv(source=source, tag=self.tag), source))
@@ -261,7 +261,7 @@ class Migration:
             MPI.Request.Waitall(self._requests)
             self._requests = []
             return arrived
-        from mpi4py import MPI
+        from evogan.distributed.mpi import MPI
 
         status = MPI.Status()
         while True:
@@ -294,7 +294,7 @@ class Migration:
     def close(self) -> MigrationCounts:
         """Collective: receive what is still in flight (counted as late), finish sends, free."""
         if self.islands > 1:
-            from mpi4py import MPI
+            from evogan.distributed.mpi import MPI
 
             expected = sum(self.comm.alltoall(self._sent_to))
             outstanding = expected - self._received

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from mpi4py import MPI
 from torch import Tensor
 
 from evogan.distributed.comm import Layout, split_layout
+from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopAgreement, StopFlag
 from evogan.engine.problem import (
     DifferentiableProblem,

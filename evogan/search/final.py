@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 import yaml
-from mpi4py import MPI
 
 from evogan.config.base import validate
 from evogan.config.search import SearchConfig
 from evogan.distributed.comm import split_layout
+from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopAgreement, StopFlag, catch_stop_signals
 from evogan.engine.seeding import derive_seed
 from evogan.errors import EvoganError, RunStopped

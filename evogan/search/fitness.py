@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
 from evogan.config.search import SearchConfig
+from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import derive_seed
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers

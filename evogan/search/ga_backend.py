@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from deap import base, creator, tools
-from mpi4py import MPI
 
+from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag
 from evogan.distributed.tags import Tag
 from evogan.engine.seeding import numpy_generator

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from mpi4py import MPI
 
 from evogan.config.gan import Gan3dConfig
 from evogan.config.regressor import RunConfig
 from evogan.config.search import SearchConfig
+from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.trainer import GanTrainer

@@ -22,10 +22,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mpi4py import MPI
-
 from evogan.config.search import SearchConfig
 from evogan.distributed.comm import split_layout
+from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag
 from evogan.distributed.tags import Tag
 from evogan.errors import ConfigError, EvoganError

@@ -20,8 +20,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mpi4py import MPI
-
+from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag
 from evogan.engine.seeding import numpy_generator
 from evogan.islands.session import IslandSession

@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mpi4py import MPI
-
 from evogan.config.search import SearchConfig
+from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpi4py import MPI
-
 from evogan.config.search import SearchConfig
+from evogan.distributed.mpi import MPI
 
 Decide = Callable[[int, float, float], "str | None"]
 """``decide(rung index, budget point, mean score) -> reason to stop, or None to go on``."""

@@ -16,9 +16,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpi4py import MPI
-
 from evogan.config.search import SearchConfig
+from evogan.distributed.mpi import MPI
 from evogan.islands.session import IslandSession
 from evogan.logs import labelled_stdout
 from evogan.progress import hushed
