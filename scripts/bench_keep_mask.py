@@ -25,7 +25,7 @@ import torch
 from bench_peers import _spread
 
 from evogan.errors import EvoganError
-from evogan.gan3d.blocks import MASK32
+from evogan.gan3d.blocks import draw_key
 from evogan.gan3d.keep_mask import keep_mask, kernel
 from evogan.gan3d.spec import discriminator_layers, load_spec
 
@@ -51,7 +51,7 @@ def ways(shapes: list[tuple[torch.Size, float]]) -> dict[str, Callable[[], list[
         return [torch.rand(shape, generator=stream) >= p for shape, p in shapes]
 
     def hashed() -> list[torch.Tensor]:
-        keys = [int(torch.randint(0, MASK32 + 1, (1,), generator=stream)) for _ in shapes]
+        keys = [int(draw_key(stream)) for _ in shapes]
         return [keep_mask(key, shape, p) for key, (shape, p) in zip(keys, shapes, strict=True)]
 
     return {"torch.rand >= p": drawn, "hash kernel": hashed}
@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| threads | way | ms per pass, median [min, max] |\n|---|---|---|")
     for threads in args.threads:
         torch.set_num_threads(threads)
-        timed: dict[str, list[float]] = {name: [] for name in ways(shapes)}
+        order = list(ways(shapes).items())
+        timed: dict[str, list[float]] = {name: [] for name, _ in order}
         for round_index in range(args.rounds):
-            order = list(ways(shapes).items())
             for name, work in order if round_index % 2 == 0 else reversed(order):
                 timed[name].append(milliseconds(work))
         for name, values in timed.items():

@@ -11,7 +11,7 @@ import torch
 
 from evogan import native
 from evogan.gan3d import keep_mask as keep_mask_module
-from evogan.gan3d.blocks import MASK32, SeededDropout, counter_uniform
+from evogan.gan3d.blocks import MASK32, SeededDropout, counter_uniform, draw_key
 from evogan.gan3d.keep_mask import keep_mask
 
 needs_compiler = pytest.mark.skipif(native.compiler() is None, reason="no C compiler ($CC or cc)")
@@ -69,7 +69,7 @@ def test_eager_dropout_on_the_cpu_hashes_one_key_drawn_from_its_stream() -> None
     module = _dropout(seed=3)
     stream = torch.Generator().manual_seed(3)
     for _ in range(2):  # each call draws a new key
-        key = int(torch.randint(0, MASK32 + 1, (1,), generator=stream))
+        key = int(draw_key(stream))
         keep = counter_uniform(torch.tensor(key), x.shape, torch.device("cpu")) >= module.p
         torch.testing.assert_close(module(x), torch.where(keep, x / (1 - module.p), 0.0))
     assert torch.equal(module.generator.get_state(), stream.get_state())
@@ -97,7 +97,7 @@ def test_without_a_compiler_torch_draws_from_the_key_and_the_stream_moves_on_ali
     with pytest.warns(RuntimeWarning, match="3DGAN dropout masks on the CPU are drawn by torch"):
         y = module(x)
     stream = torch.Generator().manual_seed(1)
-    key = int(torch.randint(0, MASK32 + 1, (1,), generator=stream))
+    key = int(draw_key(stream))
     keep = torch.rand(x.shape, generator=torch.Generator().manual_seed(key)) >= module.p
     assert torch.equal(y, torch.where(keep, x / (1 - module.p), 0.0))
     assert torch.equal(module.generator.get_state(), stream.get_state())

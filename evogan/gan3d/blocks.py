@@ -67,6 +67,11 @@ def counter_normal(
     return radius * torch.cos(2.0 * math.pi * _uniform(row_keys, 2 * cells + 1))
 
 
+def draw_key(generator: torch.Generator | None, device: torch.device | str = "cpu") -> torch.Tensor:
+    """A 32-bit key (int64 tensor of one element) from ``generator`` (None: torch's stream)."""
+    return torch.randint(0, MASK32 + 1, (1,), generator=generator, device=device)
+
+
 class CountedDraws(nn.Module):
     """A module whose random draws can run compiled: each call takes a key hashed from a seed
     that :meth:`reseed` draws outside the graph and from the number of calls since.
@@ -81,7 +86,7 @@ class CountedDraws(nn.Module):
     def reseed(self, generator: torch.Generator | None) -> None:
         """Draw the seed from ``generator`` (None: torch's default stream); restart the count."""
         device = generator.device if generator is not None else self.counter.device
-        key = torch.randint(0, MASK32 + 1, (1,), generator=generator, device=device)
+        key = draw_key(generator, device)
         self.counter = torch.cat([key.to(self.counter), self.counter.new_zeros(1)])
 
     def next_key(self) -> torch.Tensor:
@@ -125,8 +130,7 @@ class SeededDropout(CountedDraws):
         else:
             device = gen.device if gen is not None else x.device
             if device.type == "cpu" and x.device.type == "cpu":
-                key = torch.randint(0, MASK32 + 1, (1,), generator=gen)
-                keep = keep_mask(int(key), x.shape, self.p)
+                keep = keep_mask(int(draw_key(gen)), x.shape, self.p)
             else:
                 keep = torch.rand(x.shape, generator=gen, device=device) >= self.p
         return x * keep.to(x.device, x.dtype) / (1.0 - self.p)

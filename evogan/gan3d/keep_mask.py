@@ -35,6 +35,7 @@ def kernel() -> ctypes.CDLL | None:
     )
 
 
+@functools.cache
 def threshold(p: float) -> int:
     """The smallest 24-bit hash value kept: ``u >= p`` in float32 for ``u = k / 2**24``."""
     return math.ceil(float(torch.tensor(p, dtype=torch.float32)) * 2**24)
