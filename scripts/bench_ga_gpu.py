@@ -18,6 +18,8 @@ prediction).
     python scripts/bench_ga_gpu.py                              # children 64 256 1024 4096
     python scripts/bench_ga_gpu.py --children 8 64 --rounds 5 --json out.json
     python scripts/bench_ga_gpu.py --children 1024 4096 --tiles  # the kernel's tile choice
+    python scripts/bench_ga_gpu.py --children 4096 --tiles ieee   # float32 products' tiles only
+    python scripts/bench_ga_gpu.py --tile ieee 128 64 32 8        # another tile
 """
 
 from __future__ import annotations
@@ -117,9 +119,15 @@ TILES = [  # (rows, positions, events, warps) compared by --tiles
 
 
 def compare_tiles(
-    layout: RegressorLayout, genomes: dict, batches: list, flops: float, rounds: int
+    layout: RegressorLayout,
+    genomes: dict,
+    batches: list,
+    flops: float,
+    rounds: int,
+    precisions: list[str],
 ) -> list[str]:
-    """Fraction of the float32 matmul rate of each kernel tile and precision, interleaved."""
+    """Fraction of the float32 matmul rate of each kernel tile and precision, interleaved;
+    per children count and precision, the fastest first."""
     shipped, lines = dict(gpu_eval.TILES), []
     try:
         for n, candidates in genomes.items():
@@ -127,16 +135,15 @@ def compare_tiles(
             for round_ in range(rounds):
                 dense = matmul_tflops()
                 x = batches[round_ % len(batches)]
-                for tile in TILES:
-                    for precision in gpu_eval.PRECISIONS:
-                        gpu_eval.TILES[precision] = tile
-                        ms = _milliseconds(
-                            lambda p=precision, x=x, v=views: gpu_filter_sums(layout, v, x, p),
-                            10,
-                        )
-                        fraction = (n + 1) * flops / ms / 1e9 / dense
-                        fractions.setdefault((tile, precision), []).append(fraction)
-            for (tile, precision), values in fractions.items():
+                for tile, precision in ((t, p) for t in TILES for p in precisions):
+                    gpu_eval.TILES[precision] = tile
+                    ms = _milliseconds(
+                        lambda p=precision, x=x, v=views: gpu_filter_sums(layout, v, x, p), 10
+                    )
+                    fraction = (n + 1) * flops / ms / 1e9 / dense
+                    fractions.setdefault((tile, precision), []).append(fraction)
+            ranked = sorted(fractions.items(), key=lambda kv: (kv[0][1], -statistics.median(kv[1])))
+            for (tile, precision), values in ranked:
                 mark = " (shipped)" if tile == shipped[precision] else ""
                 lines.append(
                     f"{n:8d} tile {tile} {precision:5}: "
@@ -154,9 +161,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per round")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
-        "--tiles", action="store_true", help="compare the kernel's tiles instead (rounds: 2)"
+        "--tiles",
+        nargs="*",
+        choices=gpu_eval.PRECISIONS,
+        metavar="PRECISION",
+        help="compare the kernel's tiles in these precisions instead (default both; 2 rounds)",
+    )
+    parser.add_argument(
+        "--tile",
+        nargs=5,
+        action="append",
+        default=[],
+        metavar=("PRECISION", "ROWS", "POSITIONS", "EVENTS", "WARPS"),
+        help="run with this tile instead of the shipped one (repeatable)",
     )
     args = parser.parse_args(argv)
+    for precision, *numbers in args.tile:
+        if precision not in gpu_eval.PRECISIONS or not all(n.isdigit() for n in numbers):
+            parser.error(
+                f"--tile takes a precision ({', '.join(gpu_eval.PRECISIONS)}) and four whole "
+                f"numbers, got {' '.join([precision, *numbers])}"
+            )
+        gpu_eval.TILES[precision] = tuple(int(n) for n in numbers)
     if not torch.cuda.is_available():
         print("bench_ga_gpu: torch sees no CUDA GPU here; run it on a GPU machine", file=sys.stderr)
         return 2
@@ -175,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     genomes = {n: _candidates(layout, n + 1, seed=n) for n in args.children}
-    if args.tiles:
-        print("\n".join(compare_tiles(layout, genomes, batches, flops_per_candidate, 2)))
+    if args.tiles is not None:
+        precisions = args.tiles or list(gpu_eval.PRECISIONS)
+        lines = compare_tiles(layout, genomes, batches, flops_per_candidate, 2, precisions)
+        print("\n".join(lines))
         return 0
     path = {n: evaluation_path(layout, g, batches[0]) for n, g in genomes.items()}
     errors = {n: accuracy(layout, g[:65], batches[0]) for n, g in genomes.items()}
