@@ -34,8 +34,9 @@ not the timed ones. ``--compare VARIANT ...`` times the variants named, each a `
 ``float32``/``bf16``, ``channels-last``, ``compiled``, ``fft``, ``direct-upsampling`` (the
 upsample -> convolution blocks as separate layers, the phase form of
 :mod:`evogan.gan3d.convolution` off) and ``einsum-mixing`` (the FFT form's channel mixing
-through ``einsum``, not the Triton kernels of :mod:`evogan.gan3d.spectral_mixing`), for
-before/after rows in one run.
+through ``einsum``, not the Triton kernels of :mod:`evogan.gan3d.spectral_mixing`) and
+``recompute-spectra`` (the FFT form's weight gradients transform the block's input again instead
+of taking the spectrum its forward pass kept), for before/after rows in one run.
 The FLOPs stay those of the spec's direct convolutions, so with the phase or FFT forms the
 efficiency is direct-equivalent work per second and can exceed 1.
 
@@ -55,7 +56,7 @@ from pathlib import Path
 
 import torch
 
-from evogan.gan3d import spectral_mixing
+from evogan.gan3d import convolution, spectral_mixing
 from evogan.gan3d.convolution import ConvBlock
 from evogan.gan3d.networks import build_models, sample, to_gev
 from evogan.gan3d.precision import ForwardOptions
@@ -357,12 +358,13 @@ VARIANT_WORDS = (
     "fft",
     "direct-upsampling",
     "einsum-mixing",
+    "recompute-spectra",
 )
 
 
-def parse_variant(text: str) -> tuple[ForwardOptions, bool, bool]:
+def parse_variant(text: str) -> tuple[ForwardOptions, bool, bool, bool]:
     """``bf16+channels-last+compiled+fft`` -> (forward options, phase form on, Triton channel
-    mixing on)."""
+    mixing on, input spectra kept for the backward pass)."""
     words = text.split("+")
     unknown = [w for w in words if w not in VARIANT_WORDS]
     if unknown or not words:
@@ -376,16 +378,24 @@ def parse_variant(text: str) -> tuple[ForwardOptions, bool, bool]:
         "compiled" in words,
         "fft" if "fft" in words else "direct",
     )
-    return forward, "direct-upsampling" not in words, "einsum-mixing" not in words
+    return (
+        forward,
+        "direct-upsampling" not in words,
+        "einsum-mixing" not in words,
+        "recompute-spectra" not in words,
+    )
 
 
-def variant_name(forward: ForwardOptions, phase: bool = True, kernels: bool = True) -> str:
+def variant_name(
+    forward: ForwardOptions, phase: bool = True, kernels: bool = True, kept: bool = True
+) -> str:
     words = [forward.precision]
     words += ["channels-last"] if forward.channels_last else []
     words += ["compiled"] if forward.compile else []
     words += ["fft"] if forward.convolution == "fft" else []
     words += [] if phase else ["direct-upsampling"]
     words += [] if kernels else ["einsum-mixing"]
+    words += [] if kept else ["recompute-spectra"]
     return "+".join(words)
 
 
@@ -403,17 +413,18 @@ def compare(spec: GanSpec, args: argparse.Namespace) -> list[dict]:
     """Training samples/s and inference ms/shower of every variant, one after another."""
     on_gpu = args.device.startswith("cuda")
     chosen = [parse_variant(v) for v in args.compare] or [
-        (o, True, True) for o in variants(args.compile)
+        (o, True, True, True) for o in variants(args.compile)
     ]
     rows = []
-    for forward, phase, kernels in chosen:
+    for forward, phase, kernels, kept in chosen:
         spectral_mixing.allow_forms(*([] if kernels else ["einsum"]))  # also forgets choices
+        convolution.keep_spectra = kept
         warmup = _warmup(on_gpu, forward)
         rate = train_rate(spec, args.batch, args.steps, warmup, args.device, forward, phase)
         options = {"device": args.device, "forward": forward, "phase": phase}
         ms = inference_ms(spec, args.inference_batch, **options)
         on_device = inference_ms(spec, args.inference_batch, **options, to_host=False)
-        name = variant_name(forward, phase, kernels)
+        name = variant_name(forward, phase, kernels, kept)
         rows.append(
             {
                 "variant": name,

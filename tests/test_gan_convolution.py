@@ -15,6 +15,7 @@ from torch import nn
 from evogan.config import load_config
 from evogan.config.base import validate
 from evogan.errors import ConfigError
+from evogan.gan3d import convolution
 from evogan.gan3d.blocks import conv_block
 from evogan.gan3d.convolution import (
     ConvBlock,
@@ -153,6 +154,20 @@ def test_fft_form_equals_the_direct_convolution_to_float32_rounding(channels, ce
     assert torch.equal(under_autocast, got)
 
 
+def test_kept_input_spectra_give_the_gradients_a_second_transform_gives(monkeypatch) -> None:
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 9, 8, 7, generator=gen, requires_grad=True)
+    weight = torch.randn(4, 3, 3, 2, 4, generator=gen, requires_grad=True)
+    upstream = torch.randn(2, 4, 8, 9, 5, generator=gen)
+    pads = ((1, 0), (0, 2), (0, 1))
+    grads = {}
+    for keep in (True, False):
+        monkeypatch.setattr(convolution, "keep_spectra", keep)
+        out = fft_conv3d(x, weight, None, pads)
+        grads[keep] = torch.autograd.grad(out, (x, weight), upstream)
+    assert all(torch.equal(a, b) for a, b in zip(grads[True], grads[False], strict=True))
+
+
 def test_fft_operators_are_whole_to_torch_compile() -> None:
     """Schema, shapes without data, autograd and AOT tracing of the two custom operators:
     what torch.compile relies on to keep them in one graph."""
@@ -162,13 +177,16 @@ def test_fft_operators_are_whole_to_torch_compile() -> None:
     bias = torch.randn(4, generator=gen, requires_grad=True)
     pads = [1, 0, 0, 2, 1, 1]
     results = [
-        torch.library.opcheck(fft_correlate, (x, weight, None, [0] * 6)),
-        torch.library.opcheck(fft_correlate, (x, weight, bias, pads)),
+        torch.library.opcheck(fft_correlate, (x, weight, None, [0] * 6, False)),
+        torch.library.opcheck(fft_correlate, (x, weight, bias, pads, False)),
+        torch.library.opcheck(fft_correlate, (x, weight, bias, pads, True)),
     ]
     grad = torch.randn(2, 4, 8, 9, 6, generator=gen)
+    pairs = fft_correlate(x.detach(), weight.detach(), None, pads, True)[1]
     for wanted in ((True, True), (True, False), (False, True)):
-        args = (grad, x.detach(), weight.detach(), pads, *wanted)
-        results.append(torch.library.opcheck(fft_correlate_backward, args))
+        for kept in (None, pairs):
+            args = (grad, x.detach(), weight.detach(), kept, pads, *wanted)
+            results.append(torch.library.opcheck(fft_correlate_backward, args))
     assert all(set(r.values()) == {"SUCCESS"} for r in results), results
 
 

@@ -56,7 +56,7 @@ def compare() -> dict:
     grad = torch.randn(3, 4, 10, 8, 7, generator=generator)
 
     def convolution() -> tuple[torch.Tensor, ...]:
-        out = fft_correlate(signal, weight, None, [0, 1, 2, 0, 1, 1])
+        out, _ = fft_correlate(signal, weight, None, [0, 1, 2, 0, 1, 1], True)
         return (out, *torch.autograd.grad(out, (signal, weight), grad))
 
     for rows, q, p, frequencies in CASES:

@@ -32,6 +32,11 @@ from torch import nn
 from evogan.gan3d.spectral_mixing import correlate_over_batch, mix_channels
 
 FFT_MIN_TAPS = 27  # from 27 taps the FFT form ran at least 1.5x float32 cuDNN (H100, per block)
+# The forward pass's input spectra are kept for the weight gradients rather than transformed
+# again: one real transform and one padding copy fewer per block and backward pass, 6% faster
+# steps on an H200 for 20-30% more GPU memory (docs/benchmarks.md). False: how
+# scripts/bench_gan.py times the other way.
+keep_spectra = True
 
 
 def phase_taps(factors: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, ...]:
@@ -141,30 +146,35 @@ def _signal(
 
 @torch.library.custom_op("evogan::fft_correlate", mutates_args=())
 def fft_correlate(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pads: list[int]
-) -> torch.Tensor:
-    """``conv3d(pad(x, pads), weight, bias)`` (valid, stride 1) as real FFTs, in float32.
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pads: list[int], keep: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``conv3d(pad(x, pads), weight, bias)`` (valid, stride 1) as real FFTs, in float32, and
+    with ``keep`` the padded input's spectrum as real pairs (``torch.view_as_real``) for the
+    weight gradient (else an empty tensor).
 
     ``pads``: (before, after) zero cells for each of the three axes. A circular correlation
     over at least the padded input's length never wraps into the valid outputs, so the product
     of the spectra holds them at positions ``0 .. n - k``; the padding and the bias ride on the
     copies the transforms make anyway. A custom operator, so that torch.compile keeps it whole
-    (TorchInductor has no complex tensors).
+    (TorchInductor has no complex tensors, hence the spectrum as real pairs).
     """
     size = _fft_shape(x, pads)
-    mixed = mix_channels(
-        _spectrum(x, size, pads), _spectrum(weight, size), conjugate=True, transpose=False
-    )
+    spectrum = _spectrum(x, size, pads)
+    mixed = mix_channels(spectrum, _spectrum(weight, size), conjugate=True, transpose=False)
     out = _signal(mixed, size, _valid(x, weight, pads))
-    return out.contiguous() if bias is None else out + bias.float().view(1, -1, 1, 1, 1)
+    out = out.contiguous() if bias is None else out + bias.float().view(1, -1, 1, 1, 1)
+    return out, torch.view_as_real(spectrum) if keep else x.new_empty(0)
 
 
 @fft_correlate.register_fake
 def _fft_correlate_shape(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pads: list[int]
-) -> torch.Tensor:
-    shape = (x.shape[0], weight.shape[0], *_valid(x, weight, pads))
-    return x.new_empty(shape, dtype=torch.float32)
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pads: list[int], keep: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out = x.new_empty((x.shape[0], weight.shape[0], *_valid(x, weight, pads)), dtype=torch.float32)
+    if not keep:
+        return out, x.new_empty(0)
+    *grid, last = _fft_shape(x, pads)
+    return out, x.new_empty((*x.shape[:2], *grid, last // 2 + 1, 2), dtype=torch.float32)
 
 
 @torch.library.custom_op("evogan::fft_correlate_backward", mutates_args=())
@@ -172,15 +182,15 @@ def fft_correlate_backward(
     grad: torch.Tensor,
     x: torch.Tensor,
     weight: torch.Tensor,
+    pairs: torch.Tensor | None,
     pads: list[int],
     for_input: bool,
     for_weight: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of :func:`fft_correlate` for its input (the full convolution of ``grad`` with
     the kernel, where the unpadded input sits) and its weight (the correlation of the padded
-    input with ``grad``), each as FFTs; an empty tensor where not asked for. The input's and
-    kernel's spectra are transformed again rather than kept from the forward pass: stored, they
-    would hold about as much memory as the activations autograd already keeps."""
+    input with ``grad``), each as FFTs; an empty tensor where not asked for. ``pairs``: the
+    padded input's spectrum that the forward pass returned (None: transformed again here)."""
     size = _fft_shape(x, pads)
     upstream = _spectrum(grad, size)
     grad_x = grad_w = x.new_empty(0)
@@ -189,7 +199,8 @@ def fft_correlate_backward(
         start = pads[0::2]
         grad_x = _signal(mixed, size, tuple(x.shape[2:]), start).to(x.dtype).contiguous()
     if for_weight:
-        mixed = correlate_over_batch(_spectrum(x, size, pads), upstream)
+        spectrum = _spectrum(x, size, pads) if pairs is None else torch.view_as_complex(pairs)
+        mixed = correlate_over_batch(spectrum, upstream)
         grad_w = _signal(mixed, size, tuple(weight.shape[2:])).to(weight.dtype).contiguous()
     return grad_x, grad_w
 
@@ -199,6 +210,7 @@ def _fft_correlate_backward_shape(
     grad: torch.Tensor,
     x: torch.Tensor,
     weight: torch.Tensor,
+    pairs: torch.Tensor | None,
     pads: list[int],
     for_input: bool,
     for_weight: bool,
@@ -209,18 +221,20 @@ def _fft_correlate_backward_shape(
     )
 
 
-def _keep_inputs(ctx, inputs: tuple, output: torch.Tensor) -> None:
-    x, weight, _, pads = inputs
-    ctx.save_for_backward(x, weight)
+def _keep_inputs(ctx, inputs: tuple, output: tuple[torch.Tensor, torch.Tensor]) -> None:
+    x, weight, _, pads, keep = inputs
+    ctx.save_for_backward(x, weight, output[1] if keep and ctx.needs_input_grad[1] else None)
     ctx.pads = pads
 
 
-def _fft_correlate_grads(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-    x, weight = ctx.saved_tensors
-    for_input, for_weight, for_bias, _ = ctx.needs_input_grad
-    grad_x, grad_w = fft_correlate_backward(grad, x, weight, ctx.pads, for_input, for_weight)
+def _fft_correlate_grads(
+    ctx, grad: torch.Tensor, _pairs_grad: torch.Tensor
+) -> tuple[torch.Tensor | None, ...]:
+    x, weight, pairs = ctx.saved_tensors
+    for_input, for_weight, for_bias, _, _ = ctx.needs_input_grad
+    grad_x, grad_w = fft_correlate_backward(grad, x, weight, pairs, ctx.pads, for_input, for_weight)
     grad_bias = grad.sum(dim=(0, 2, 3, 4)) if for_bias else None
-    return (grad_x if for_input else None, grad_w if for_weight else None, grad_bias, None)
+    return (grad_x if for_input else None, grad_w if for_weight else None, grad_bias, None, None)
 
 
 fft_correlate.register_autograd(_fft_correlate_grads, setup_context=_keep_inputs)
@@ -237,7 +251,7 @@ def fft_conv3d(
     bfloat16), on contiguous tensors whatever the layout (the transforms want them, and the
     compiled graph then knows every stride)."""
     flat = [cells for axis in pads for cells in axis]
-    return fft_correlate(x.contiguous(), weight.contiguous(), bias, flat)
+    return fft_correlate(x.contiguous(), weight.contiguous(), bias, flat, keep_spectra)[0]
 
 
 class ConvBlock(nn.Sequential):
