@@ -91,3 +91,18 @@ def test_a_lone_process_that_evogan_starts_mpi_in_leaves_no_segment(tmp_path) ->
         pytest.skip("this MPI leaves no shared-memory segment behind: nothing to avoid")
     assert _lone_process("import evogan.distributed.comm", evogan) == "None"
     assert list(evogan.iterdir()) == []
+
+
+def test_the_manifest_names_the_mpi_library_only_once_the_run_started_it() -> None:
+    script = (
+        "import sys\n"
+        "from evogan.store.manifest import versions\n"
+        "print(versions()['mpi'], 'mpi4py.MPI' in sys.modules)\n"
+        "from evogan.distributed.mpi import MPI\n"
+        "print(versions()['mpi'] == MPI.Get_library_version().splitlines()[0].strip())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["None False", "True"]

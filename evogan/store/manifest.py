@@ -37,18 +37,17 @@ def git_revision(where: Path | None = None) -> str | None:
 
 
 def versions() -> dict[str, str | None]:
+    """Versions of Python, the packages and the MPI library the run started (None where MPI
+    has not started: importing ``mpi4py.MPI`` here would start it without the transport rule
+    of :mod:`evogan.distributed.mpi`, which sits above this package)."""
     found: dict[str, str | None] = {"python": sys.version.split()[0]}
     for name in _PACKAGES:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
-    try:
-        from mpi4py import MPI
-
-        found["mpi"] = MPI.Get_library_version().splitlines()[0].strip()
-    except ImportError:
-        found["mpi"] = None
+    mpi = sys.modules.get("mpi4py.MPI")
+    found["mpi"] = mpi.Get_library_version().splitlines()[0].strip() if mpi else None
     return found
 
 
