@@ -154,17 +154,24 @@ def test_fft_form_equals_the_direct_convolution_to_float32_rounding(channels, ce
     assert torch.equal(under_autocast, got)
 
 
-def test_kept_input_spectra_give_the_gradients_a_second_transform_gives(monkeypatch) -> None:
+def test_kept_input_spectra_save_a_transform_and_give_the_same_gradients(monkeypatch) -> None:
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(2, 3, 9, 8, 7, generator=gen, requires_grad=True)
     weight = torch.randn(4, 3, 3, 2, 4, generator=gen, requires_grad=True)
     upstream = torch.randn(2, 4, 8, 9, 5, generator=gen)
     pads = ((1, 0), (0, 2), (0, 1))
-    grads = {}
+    transform, transforms = convolution._spectrum, []
+    monkeypatch.setattr(
+        convolution, "_spectrum", lambda *a: transforms.append(a[0].shape) or transform(*a)
+    )
+    grads, counts = {}, {}
     for keep in (True, False):
         monkeypatch.setattr(convolution, "keep_spectra", keep)
+        transforms.clear()
         out = fft_conv3d(x, weight, None, pads)
         grads[keep] = torch.autograd.grad(out, (x, weight), upstream)
+        counts[keep] = transforms.count(x.shape)
+    assert counts == {True: 1, False: 2}  # the input's transform: forward only, or again
     assert all(torch.equal(a, b) for a, b in zip(grads[True], grads[False], strict=True))
 
 
