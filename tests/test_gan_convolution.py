@@ -175,6 +175,20 @@ def test_kept_input_spectra_save_a_transform_and_give_the_same_gradients(monkeyp
     assert all(torch.equal(a, b) for a, b in zip(grads[True], grads[False], strict=True))
 
 
+def test_spectra_are_kept_only_where_a_weight_gradient_will_need_them(monkeypatch) -> None:
+    operator, asked = convolution.fft_correlate, []
+    monkeypatch.setattr(
+        convolution, "fft_correlate", lambda *a: asked.append(a[-1]) or operator(*a)
+    )
+    x = torch.randn(1, 2, 6, 5, 4)
+    weight = torch.randn(3, 2, 2, 2, 2, requires_grad=True)
+    fft_conv3d(x, weight, None)
+    with torch.no_grad():
+        fft_conv3d(x, weight, None)
+    fft_conv3d(x, weight.detach(), None)  # a frozen network, as D in the generator's update
+    assert asked == [True, False, False]
+
+
 def test_fft_operators_are_whole_to_torch_compile() -> None:
     """Schema, shapes without data, autograd and AOT tracing of the two custom operators:
     what torch.compile relies on to keep them in one graph."""

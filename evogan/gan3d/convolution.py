@@ -160,10 +160,12 @@ def fft_correlate(
     """
     size = _fft_shape(x, pads)
     spectrum = _spectrum(x, size, pads)
+    pairs = torch.view_as_real(spectrum) if keep else x.new_empty(0)
     mixed = mix_channels(spectrum, _spectrum(weight, size), conjugate=True, transpose=False)
+    del spectrum  # unless kept, freed before the inverse transform allocates the output
     out = _signal(mixed, size, _valid(x, weight, pads))
     out = out.contiguous() if bias is None else out + bias.float().view(1, -1, 1, 1, 1)
-    return out, torch.view_as_real(spectrum) if keep else x.new_empty(0)
+    return out, pairs
 
 
 @fft_correlate.register_fake
@@ -223,7 +225,7 @@ def _fft_correlate_backward_shape(
 
 def _keep_inputs(ctx, inputs: tuple, output: tuple[torch.Tensor, torch.Tensor]) -> None:
     x, weight, _, pads, keep = inputs
-    ctx.save_for_backward(x, weight, output[1] if keep and ctx.needs_input_grad[1] else None)
+    ctx.save_for_backward(x, weight, output[1] if keep else None)
     ctx.pads = pads
 
 
@@ -251,7 +253,8 @@ def fft_conv3d(
     bfloat16), on contiguous tensors whatever the layout (the transforms want them, and the
     compiled graph then knows every stride)."""
     flat = [cells for axis in pads for cells in axis]
-    return fft_correlate(x.contiguous(), weight.contiguous(), bias, flat, keep_spectra)[0]
+    keep = keep_spectra and torch.is_grad_enabled() and weight.requires_grad
+    return fft_correlate(x.contiguous(), weight.contiguous(), bias, flat, keep)[0]
 
 
 class ConvBlock(nn.Sequential):
