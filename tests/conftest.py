@@ -44,6 +44,24 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(
         OMPI_MCA_btl_sm_backing_directory=folder, OMPI_MCA_osc_sm_backing_directory=folder
     )
+    os.environ.setdefault("OMPI_MCA_mca_base_param_files", _mca_param_files(Path(folder)))
+
+
+def _mca_param_files(folder: Path) -> str:
+    """A parameter file that leaves out Open MPI's libfabric transport, read before the user's
+    and the installation's own files. Its network probe costs every rank about a second at
+    start, and the tests launch ranks on one machine only. A file and not
+    ``OMPI_MCA_btl``, which a lone process's own transport rule would see as a user's choice
+    (:mod:`evogan.distributed.transports`)."""
+    ours = folder / "mca-params.conf"
+    ours.write_text("btl = ^ofi\n")
+    files = [ours, Path.home() / ".openmpi" / "mca-params.conf"]
+    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or shutil.which(
+        "mpirun"
+    )
+    if launcher is not None:
+        files.append(Path(launcher).resolve().parents[1] / "etc" / "openmpi-mca-params.conf")
+    return ",".join(str(f) for f in files)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
