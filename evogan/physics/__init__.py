@@ -13,16 +13,24 @@ The score contract used by training and search::
     reference = Reference.from_showers(ecal, energy, bins=5, seed=0)
     result = reference.score(gen_ecal, gen_energy)   # Validation; result.score: lower is better
     result.to_json(), reference.floor()
+
+The names are imported on first use (PEP 562): the score needs scipy (about 0.7 s to import),
+and a training rank that only takes a constant from ``features`` never scores.
 """
 
-from evogan.physics.features import FeatureTable, shower_features
-from evogan.physics.score import WORST, Reference, Validation, worst_validation
+from __future__ import annotations
 
-__all__ = [
-    "WORST",
-    "FeatureTable",
-    "Reference",
-    "Validation",
-    "shower_features",
-    "worst_validation",
-]
+from evogan.lazy import lazy_names
+
+_LAZY = {
+    "FeatureTable": "evogan.physics.features",
+    "Reference": "evogan.physics.score",
+    "Validation": "evogan.physics.score",
+    "WORST": "evogan.physics.score",
+    "shower_features": "evogan.physics.features",
+    "worst_validation": "evogan.physics.score",
+}
+
+__all__ = sorted(_LAZY)
+
+__getattr__ = lazy_names(__name__, _LAZY)
