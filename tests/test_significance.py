@@ -1,6 +1,6 @@
 """The one-sided Mann-Whitney U test of evogan.search.significance: exact p-values against a
-brute-force enumeration of every ordering, textbook values, the normal approximation against
-its formula by hand, and against scipy.stats.mannwhitneyu where scipy is installed."""
+brute-force enumeration of every ordering, textbook values, and the normal approximation with
+ties against its formula by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from evogan.search.significance import mann_whitney_less, midranks, u_distribution
+from evogan.search.significance import mann_whitney_less
 
 
 def _u1(x: list[float], y: list[float]) -> float:
@@ -32,16 +32,6 @@ def _permutation_p(x: list[float], y: list[float]) -> float:
     return hits / total
 
 
-def test_u_distribution_counts_every_ordering() -> None:
-    for n1, n2 in [(1, 1), (2, 3), (3, 2), (4, 4), (5, 7)]:
-        counts = u_distribution(n1, n2)
-        assert counts.sum() == math.comb(n1 + n2, n1)
-        assert (counts == counts[::-1]).all()  # symmetric about n1 n2 / 2
-        assert (counts >= 0).all()
-    # the classic table: n1 = n2 = 3 has counts 1 1 2 3 3 3 3 2 1 1
-    assert u_distribution(3, 3).tolist() == [1, 1, 2, 3, 3, 3, 3, 2, 1, 1]
-
-
 def test_exact_p_matches_brute_force_enumeration() -> None:
     rng = np.random.default_rng(3)
     for n1, n2 in [(2, 2), (3, 4), (5, 5), (4, 6)]:
@@ -61,12 +51,6 @@ def test_known_values() -> None:
     assert mann_whitney_less(high, low).p == pytest.approx(1.0)
     # 3 vs 3 with one inversion: U1 = 1, P(U <= 1) = 2/20.
     assert mann_whitney_less([1.0, 2.0, 5.0], [3.0, 6.0, 7.0]).p == pytest.approx(0.1)
-
-
-def test_midranks_share_tied_ranks() -> None:
-    ranks, sizes = midranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0]))
-    assert ranks.tolist() == [4.0, 1.0, 4.0, 2.0, 4.0]
-    assert sorted(sizes.tolist()) == [1, 1, 3]
 
 
 def test_ties_use_normal_approximation_with_tie_correction() -> None:
@@ -98,24 +82,3 @@ def test_bad_samples_are_refused() -> None:
         mann_whitney_less([math.nan], [1.0])
     with pytest.raises(ValueError, match="ties"):
         mann_whitney_less([1.0, 1.0], [2.0], method="exact")
-
-
-def test_against_scipy() -> None:
-    stats = pytest.importorskip("scipy.stats")
-    rng = np.random.default_rng(11)
-    for n1, n2 in [(3, 5), (5, 5), (7, 4)]:
-        for _ in range(5):
-            x = rng.normal(0.0, 1.0, n1)
-            y = rng.normal(0.5, 1.0, n2)
-            ours = mann_whitney_less(x, y)
-            theirs = stats.mannwhitneyu(x, y, alternative="less", method="exact")
-            assert ours.u == pytest.approx(theirs.statistic)
-            assert ours.p == pytest.approx(theirs.pvalue, rel=1e-10)
-    for n1, n2 in [(5, 5), (12, 9), (30, 40)]:
-        x = rng.integers(0, 6, n1).astype(float)  # many ties
-        y = rng.integers(1, 7, n2).astype(float)
-        ours = mann_whitney_less(x, y)
-        theirs = stats.mannwhitneyu(x, y, alternative="less", method="asymptotic")
-        assert ours.method == "asymptotic"
-        assert ours.u == pytest.approx(theirs.statistic)
-        assert ours.p == pytest.approx(theirs.pvalue, rel=1e-10)
