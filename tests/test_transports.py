@@ -22,8 +22,11 @@ BTL = "OMPI_MCA_btl"  # Open MPI's MCA names are case-sensitive
         ({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_MCA_pml": "ob1", "PATH": "/bin"}, False),
         ({"PMIX_RANK": "0", "PMIX_NAMESPACE": "prterun-x@1"}, True),  # mpirun / prterun
         ({"OMPI_COMM_WORLD_SIZE": "1"}, True),
-        ({"SLURM_PROCID": "3", "SLURM_JOB_ID": "77"}, True),  # srun
+        ({"PMIX_RANK": "3", "SLURM_PROCID": "3"}, True),  # srun --mpi=pmix
         ({"PMI_RANK": "1", "PMI_SIZE": "4"}, True),  # srun --mpi=pmi2, mpiexec.hydra
+        ({"SLURM_PROCID": "0", "SLURM_JOB_ID": "77"}, False),  # a Slurm job's batch script
+        ({"PMIX_MCA_gds": "hash", "PRTE_MCA_verbose": "0", "PMIX_ROOT": "/opt/pmix"}, False),
+        ({"HYDRA_HOST_FILE": "hosts", "PMI_PORT_RANGE": "7000:7100"}, False),
     ],
 )
 def test_launchers_are_told_by_their_variables(environment, launched) -> None:
@@ -63,13 +66,15 @@ def test_ranks_that_mpirun_started_keep_open_mpis_transports() -> None:
     assert done.stdout.split("\n")[:2] == ["None 3", "None 3"]
 
 
-def _lone_process(first_import: str, backing: Path) -> str:
-    """Run ``first_import`` in a process that no launcher started; its OMPI_MCA_btl after."""
+def _lone_process(first_import: str, backing: Path, exported: dict[str, str]) -> str:
+    """Run ``first_import`` in a process that no launcher started, with the user's ``exported``
+    settings; its OMPI_MCA_btl after."""
     environment = {
         name: value
         for name, value in os.environ.items()
         if not started_by_launcher({name: ""}) and name != BTL
     }
+    environment.update(exported)
     environment["OMPI_MCA_btl_sm_backing_directory"] = str(backing)
     script = f"import os\n{first_import}\nprint(os.environ.get({BTL!r}))\n"
     done = subprocess.run(
@@ -79,17 +84,21 @@ def _lone_process(first_import: str, backing: Path) -> str:
     return done.stdout.strip()
 
 
-def test_a_lone_process_that_evogan_starts_mpi_in_leaves_no_segment(tmp_path) -> None:
+@pytest.mark.parametrize(
+    "exported", [{}, {"PMIX_MCA_gds": "hash", "PRTE_MCA_verbose": "0"}], ids=["plain", "mca"]
+)
+def test_a_lone_process_that_evogan_starts_mpi_in_leaves_no_segment(tmp_path, exported) -> None:
     """Plain mpi4py is the control: the PyPI Open MPI's shared-memory transport leaves its
     segment in the backing folder after a world of one. evogan's modules start MPI with the
-    ``self`` transport only, and the variable does not outlive the start."""
+    ``self`` transport only, also under PMIx settings that many sites export, and the variable
+    does not outlive the start."""
     control, evogan = tmp_path / "control", tmp_path / "evogan"
     control.mkdir()
     evogan.mkdir()
-    _lone_process("from mpi4py import MPI", control)
+    _lone_process("from mpi4py import MPI", control, exported)
     if not any(control.iterdir()):
         pytest.skip("this MPI leaves no shared-memory segment behind: nothing to avoid")
-    assert _lone_process("import evogan.distributed.comm", evogan) == "None"
+    assert _lone_process("import evogan.distributed.comm", evogan, exported) == "None"
     assert list(evogan.iterdir()) == []
 
 

@@ -14,16 +14,21 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 
-_LAUNCHER_PREFIXES = ("PMIX_", "PMI_", "PRTE_", "HYDRA_")
 _BTL = "OMPI_MCA_btl"  # Open MPI reads its MCA names case-sensitively
-_LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "MPI_LOCALNRANKS")
+_RANK_VARIABLES = (
+    "OMPI_COMM_WORLD_SIZE",  # Open MPI's mpirun, and jsrun
+    "PMIX_RANK",  # every PMIx launcher: prterun, srun --mpi=pmix, Flux
+    "PMI_RANK",  # PMI-1/2: mpiexec.hydra (MPICH, Intel MPI), srun --mpi=pmi2
+    "MPI_LOCALNRANKS",  # mpiexec.hydra
+    "PALS_RANKID",  # HPE Cray PALS
+)
 
 
 def started_by_launcher(environment: Mapping[str, str] = os.environ) -> bool:
-    """Whether an MPI launcher (mpirun, prterun, srun, mpiexec.hydra) started this process."""
-    return any(name in environment for name in _LAUNCHER_VARIABLES) or any(
-        name.startswith(_LAUNCHER_PREFIXES) for name in environment
-    )
+    """Whether an MPI launcher started this process as a rank: it names the rank. Settings a
+    user or a site module exports (``PMIX_MCA_gds``, ``PRTE_MCA_*``, ``PMIX_ROOT``) and the
+    batch step of a Slurm job (``SLURM_PROCID=0`` without a PMI) do not make a rank."""
+    return any(name in environment for name in _RANK_VARIABLES)
 
 
 @contextlib.contextmanager
