@@ -51,15 +51,20 @@ def test_every_exported_name_imports() -> None:
         evogan.nothing  # noqa: B018
 
 
+def _fresh_python(code: str) -> str:
+    """What ``code`` prints in a new interpreter (so imports start from nothing)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_importing_the_package_root_loads_no_subpackage() -> None:
     code = (
         "import sys, evogan; "
         "print(sorted(m for m in sys.modules if m.startswith(('evogan.', 'torch'))))"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _fresh_python(code).strip() == "[]"
 
 
 def test_a_training_rank_imports_scipy_only_when_it_scores() -> None:
@@ -68,10 +73,7 @@ def test_a_training_rank_imports_scipy_only_when_it_scores() -> None:
         "import sys, evogan.gan3d.trainer, evogan.physics; print('scipy' in sys.modules); "
         "evogan.physics.Reference; print('scipy' in sys.modules)"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "True"]
+    assert _fresh_python(code).split() == ["False", "True"]
 
 
 def test_the_page_lists_python_blocks_only_from_fenced_python() -> None:
