@@ -127,5 +127,8 @@ def test_measured_angle_follows_the_true_angle() -> None:
     energy = np.full(24, 50.0)
     for theta in (1.2, 1.5707963):
         ecal = generate_showers(energy, rng, theta=theta)
-        angle = shower_features(ecal, energy, np.full(24, theta)).scalars["angle_deg"]
+        table = shower_features(ecal, energy, np.full(24, theta))
+        angle, error = table.scalars["angle_deg"], table.scalars["angle_error_deg"]
         assert np.median(angle) == pytest.approx(np.degrees(theta), abs=2.0)
+        np.testing.assert_allclose(error, angle - np.degrees(theta), atol=1e-9)
+        assert "angle_error_deg" in table.scored_names() and "angle_deg" not in table.scored_names()

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from evogan.data.synthetic import synthesize
+from evogan.data.synthetic import generate_showers, synthesize
 from evogan.errors import DataError
 from evogan.physics import WORST, Reference
 from evogan.physics.distortions import SINGLE, SUITE
@@ -127,3 +127,33 @@ def test_reference_must_be_clean_and_large_enough(world: dict) -> None:
         Reference.from_showers(ref_ecal[:3], ref_energy[:3], bins=5)
     with pytest.raises(DataError, match="same cell window"):
         world["reference"].score(ref_ecal[:4, :25], ref_energy[:4])
+
+
+def _inclined(seed: int, events: int, shuffle: bool) -> tuple[np.ndarray, ...]:
+    """Showers at angles of 60-120 deg with their true angles; ``shuffle``: made at another
+    event's angle, as by a generator that ignores its angle label."""
+    rng = np.random.default_rng(seed)
+    energy = rng.uniform(10.0, 200.0, events).astype(np.float32)
+    theta = rng.uniform(np.radians(60.0), np.radians(120.0), events).astype(np.float32)
+    made = rng.permutation(theta) if shuffle else theta
+    ecal = np.concatenate(
+        [
+            generate_showers(energy[i : i + 50], rng, theta=made[i : i + 50])
+            for i in range(0, events, 50)
+        ]
+    )
+    return ecal, energy, theta
+
+
+def test_a_generator_that_ignores_its_angle_label_scores_worst_class() -> None:
+    # Shuffled angles keep the measured angles' distribution (scored 0.16-0.22 against a
+    # floor of 0.42 before the angle error was a feature); their error against the true angle
+    # is what gives them away.
+    ref_ecal, ref_energy, ref_theta = _inclined(100, 150, False)
+    reference = Reference.from_showers(ref_ecal, ref_energy, bins=2, theta=ref_theta)
+    floor = reference.floor()
+    right = reference.score(*_inclined(1, 150, False))
+    shuffled = reference.score(*_inclined(1, 150, True))
+    assert right.score < 2 * floor["score"]
+    assert shuffled.score > floor["score"] + 10 * floor["spread"]
+    assert shuffled.worst_features[0][0] == "angle_error_deg"

@@ -10,8 +10,11 @@ Units (docs/validation.md):
 - ``centre_z_x0``, ``width_z_x0``: the same along depth in tungsten X0 (layer centres of
   :mod:`evogan.data.detector`), and ``centre_z_layer``, ``width_z_layer`` in layers;
 - ``hits``: cells above 3e-4 GeV; ``sparsity``: fraction of cells holding no energy;
-- ``angle_deg``: measured polar angle from the slope of the per-layer y centre (only when the
-  caller passes the true angles, i.e. for angle-conditioned data);
+- ``angle_deg``: measured polar angle from the slope of the per-layer y centre, and
+  ``angle_error_deg``: measured minus true angle (only when the caller passes the true angles,
+  i.e. for angle-conditioned data). The error is scored, the angle drawn and reported: a
+  generator that ignores its angle label can match the measured angles' distribution, never
+  their error's;
 - profiles: energy per x slice, y slice and layer (GeV), and the single-cell spectrum as counts
   of cells per log10(E/GeV) bin per event (so the spectrum of any subset is a row sum).
 
@@ -44,9 +47,11 @@ UNITS = {
     "hits": "cells > 3e-4 GeV",
     "sparsity": "fraction of empty cells",
     "angle_deg": "deg",
+    "angle_error_deg": "deg",
 }
-DERIVED = ("centre_z_layer", "width_z_layer")
-"""Scalars that repeat another one in other units: drawn and reported, not scored twice."""
+DERIVED = ("centre_z_layer", "width_z_layer", "angle_deg")
+"""Scalars drawn and reported, not scored: the depth moments again in layers, and the measured
+angle, which is scored as its error against the true angle."""
 PROFILES = ("x", "y", "z")
 PROFILE_UNITS = {"x": "x slice (mm)", "y": "y slice (mm)", "z": "layer"}
 _CHUNK = 256
@@ -129,7 +134,10 @@ def shower_features(
     scalars["sparsity"] = counts["sparsity"]
     if theta is not None:
         angles = [measured_angle_deg(ecal[lo : lo + _CHUNK]) for lo in range(0, len(ecal), _CHUNK)]
-        scalars["angle_deg"] = np.concatenate(angles) if angles else np.empty(0)
+        measured = np.concatenate(angles) if angles else np.empty(0)
+        true = np.degrees(np.asarray(theta, dtype=np.float64)).reshape(-1)
+        scalars["angle_error_deg"] = measured - np.broadcast_to(true, measured.shape)
+        scalars["angle_deg"] = measured
     return FeatureTable(scalars, profiles, spectrum, energy, bad, shape)
 
 
