@@ -241,6 +241,28 @@ def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int) -> int:
     return len(_rows(out))
 
 
+def test_the_fitness_scores_angles_as_training_validation_does(tmp_path: Path) -> None:
+    """An angle-conditioned base spec has its generators' angles scored (the measured angle's
+    error), as its training validation does; a spec without angle conditioning does not."""
+    from evogan.config.base import validate
+    from evogan.config.search import SearchConfig
+    from evogan.search import resolve_base
+    from evogan.search.fitness import Scorer
+
+    raw = yaml.safe_load(_config(tmp_path).read_text())
+    config = resolve_base(validate(SearchConfig, raw, source="test"))
+    conditioning = config.spec.conditioning.model_copy(update={"angle": False})
+    flat = config.model_copy(
+        update={"spec": config.spec.model_copy(update={"conditioning": conditioning})}
+    )
+    os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
+    try:
+        assert config.spec.conditioning.angle and Scorer(config).reference.has_angle
+        assert not Scorer(flat).reference.has_angle
+    finally:
+        del os.environ["EVOGAN_CACHE_DIR"]
+
+
 def test_a_trained_candidate_leaves_no_trainer_behind(tmp_path: Path) -> None:
     """A trainer's frames stay in a reference cycle after training (through matplotlib's
     savefig), and with them its training data: without a collection after each candidate a

@@ -77,7 +77,8 @@ def memory_estimate_mb(spec: GanSpec, batch: int) -> float:
 
 
 class Scorer:
-    """Reference features of the held-out showers, computed once per process."""
+    """Reference features of the held-out showers, computed once per process. As in training
+    validation, an angle-conditioned base spec has its showers' angles scored."""
 
     def __init__(self, config: SearchConfig) -> None:
         from evogan.data.reader import open_dataset
@@ -88,7 +89,11 @@ class Scorer:
         self.energy = chunk.energy
         self.theta = chunk.theta
         self.reference = Reference.from_showers(
-            chunk.ecal, chunk.energy, bins=config.fitness.energy_bins, seed=SCORE_SEED
+            chunk.ecal,
+            chunk.energy,
+            bins=config.fitness.energy_bins,
+            seed=SCORE_SEED,
+            theta=chunk.theta if config.spec.conditioning.angle else None,
         )
 
     def score(self, path: Path) -> float:
@@ -102,7 +107,8 @@ class Scorer:
         showers = generate_showers(spec, generator, self.energy, theta, rng)
         if not np.isfinite(showers).all():
             return math.nan
-        return metric_value(self.reference.score(showers, self.energy), self.metric)
+        result = self.reference.score(showers, self.energy, self.theta)
+        return metric_value(result, self.metric)
 
 
 def metric_value(result: Validation, metric: str) -> float:
