@@ -24,7 +24,9 @@ _LAZY = {
     "ModuleProblem": "evogan.engine",
     "PlusLambda": "evogan.engine",
     "Problem": "evogan.engine",
+    "Reevaluation": "evogan.engine",
     "Streams": "evogan.engine",
+    "SuccessRule": "evogan.engine",
     "make_schedule": "evogan.engine",
     # the regressor task
     "RegressorData": "evogan.regressor.data",

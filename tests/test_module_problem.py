@@ -51,6 +51,29 @@ def test_plus_lambda_fits_numpy_arrays_and_the_hybrid_takes_gradient_steps() -> 
     assert evolution.gradient_steps == 2 * 24
 
 
+def test_noise_aware_acceptance_and_step_adaptation_run_on_a_module() -> None:
+    """The documented ``PlusLambda(..., reevaluation_events=..., adaptation=SuccessRule())``
+    on a ModuleProblem: its re-evaluation batches come from :meth:`ModuleProblem.sample`."""
+    from evogan import Reevaluation, SuccessRule
+
+    x, y = _data()
+    problem = ModuleProblem(_mlp(), x, y, batch_size=16)
+    drawn = problem.sample(10, torch.Generator().manual_seed(2))
+    assert drawn[0].shape == (10, 3) and len(torch.unique(drawn[1])) == 10
+    assert problem.sample(100, torch.Generator())[0].shape == (64, 3)  # all, when fewer
+    start = float(problem.reference_fitness(problem.initial_genomes(1, Streams.derive(0).init)))
+    evolution = PlusLambda(
+        problem,
+        epochs=6,
+        streams=Streams.derive(0),
+        reevaluation_events=32,
+        adaptation=SuccessRule(),
+    )
+    result = evolution.run()
+    assert result.best_fitness < 0.5 * start
+    assert isinstance(evolution.acceptance, Reevaluation)
+
+
 class _ItemInForward(nn.Module):
     """A forward that vmap cannot run (a Python float from a tensor)."""
 

@@ -183,6 +183,13 @@ class ModuleProblem(DifferentiableProblem):
             index = order[start : start + self.batch_size].to(self.device)
             yield self.x.index_select(0, index), self.y.index_select(0, index)
 
+    def sample(self, events: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """``events`` samples drawn without replacement (all of them when fewer): what
+        noise-aware acceptance (``reevaluation_events``) re-scores the elite and its
+        challenger on."""
+        index = torch.randperm(len(self.y), generator=generator)[:events].to(self.device)
+        return self.x.index_select(0, index), self.y.index_select(0, index)
+
     def reference_fitness(self, genomes: Tensor) -> Tensor:
         """Loss on all samples: what the hall of fame compares."""
         return self.evaluate(genomes, (self.x, self.y))
