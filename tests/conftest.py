@@ -166,6 +166,16 @@ def kill_job(process: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+def rank_pid(process: subprocess.Popen, rank: int) -> int:
+    """The process id of world rank ``rank`` of the job ``process`` launched."""
+    for pid in rank_pids(process.pid):
+        with contextlib.suppress(OSError):
+            variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in variables:
+                return pid
+    raise LookupError(f"no rank {rank} among the children of {process.pid}")
+
+
 def terminate_ranks(process: subprocess.Popen) -> None:
     """SIGTERM every rank of ``process``, as srun / Slurm does at the end of an allocation."""
     for child in rank_pids(process.pid):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ from tests.conftest import (
     kill_job,
     launch,
     mpirun,
+    rank_pid,
     terminate_ranks,
     untimed,
     wait_for,
@@ -185,6 +188,20 @@ def test_sigterm_checkpoints_every_island_and_exits_stopped(config, tmp_path) ->
     refused = evogan("evolve", "--resume", str(run))
     assert refused.returncode == 2
     assert "resume it with mpirun -n 2" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_signal_on_an_islands_second_rank_stops_the_run(config, tmp_path) -> None:
+    """Only the island's leader takes part in the stop agreement: the other rank's signal
+    must reach it, as a user's ``kill -TERM`` of one rank or a node's own shutdown does."""
+    run = tmp_path / "run"
+    island = ["--set", "islands.ranks_per_island=2", "--set", "ga.epochs=40"]
+    process = launch(2, [SCRIPT, str(config), str(run), *SYNC_LONG, *island])
+    wait_for(run / "checkpoints/island-0000/gen-00000020.h5", process, timeout=40)
+    os.kill(rank_pid(process, 1), signal.SIGTERM)
+    _out, err = process.communicate(timeout=30)
+    assert process.returncode == EXIT_STOPPED, err[-2000:]
+    assert f"resume with: mpirun -n 2 evogan evolve --resume {run}" in err
+    assert json.loads((run / "status.json").read_text())["status"] == "stopped"
 
 
 def test_a_failing_rank_ends_the_job_promptly(config, tmp_path) -> None:

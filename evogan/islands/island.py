@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from evogan.distributed.signals import StopFlag
 from evogan.engine.loop import Evolution
 from evogan.engine.problem import GenerationContext
 from evogan.engine.records import ChildDraw, EvolutionResult, InitialDraw, Selection
@@ -51,7 +52,9 @@ class Island:
     ``migration`` is the island leader's :class:`Migration` (None when alone or not leader;
     built with ``codec``'s encode/decode), ``group`` the communicator of the island's ranks
     (None for one rank), ``agreement`` a :class:`~evogan.distributed.signals.StopAgreement`
-    (leader only) and ``checkpoint`` a callable writing an :class:`IslandState` (leader only).
+    (leader only), ``flag`` this rank's stop flag (with a group, a signal on any of the island's
+    ranks reaches the leader's agreement) and ``checkpoint`` a callable writing an
+    :class:`IslandState` (leader only).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class Island:
         migration: Migration | None = None,
         group: Any = None,
         agreement: Any = None,
+        flag: StopFlag | None = None,
         checkpoint: Callable[[IslandState], None] | None = None,
     ) -> None:
         self.strategy = strategy
@@ -73,6 +77,7 @@ class Island:
         self.migration = migration
         self.group = group
         self.agreement = agreement
+        self.flag = flag
         self.checkpoint = checkpoint
         self.elite_lineage: Lineage | None = None
         self.immigrants: list[Immigrant] = []
@@ -160,6 +165,9 @@ class Island:
         if self.migration is not None and due:
             self.migration.send(self.emigrants())
             arrived = self.migration.receive()
+        shared = self.group is not None and self.flag is not None and due
+        if shared and any(self.group.allgather(self.flag.raised)):
+            self.flag.raised = True
         if self.agreement is not None:
             self.agreement.value = self.strategy.elite_fitness
             if due and self._poll_due(started):

@@ -231,6 +231,7 @@ class IslandRun:
             migration=migration,
             group=session.group,
             agreement=session.agreement,
+            flag=session.flag,
             checkpoint=writer if session.is_leader else None,
         )
 
