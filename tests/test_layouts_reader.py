@@ -130,14 +130,17 @@ def test_split_by_fraction_and_limits(tmp_path):
     files = [str(tmp_path / "EleEscan_*.h5")]
     said: list[str] = []
     train, test = open_dataset(DataConfig(files=files, test_fraction=0.25), announce=said.append)
-    np.testing.assert_array_equal(train.energies(), energies(15))
-    np.testing.assert_array_equal(test.energies(), energies(5, 15))  # the last quarter
+    # the last quarter of each file: files often hold one energy range each
+    np.testing.assert_array_equal(train.energies(), np.r_[energies(9), energies(6, 12)])
+    np.testing.assert_array_equal(test.energies(), np.r_[energies(3, 9), energies(2, 18)])
     assert "15 training / 5 test events" in said[-1]
     cfg = DataConfig(files=files, test_fraction=0.25, max_events=12, train_events=4, test_events=50)
     train, test = open_dataset(cfg, announce=said.append)
     np.testing.assert_array_equal(train.energies(), energies(4))
     np.testing.assert_array_equal(test.energies(), energies(3, 9))
     assert any("data.test_events = 50 but only 3" in line for line in said)
+    with pytest.raises(DataError, match=r"1 event\(s\) cannot be split"):
+        open_dataset(DataConfig(files=files, max_events=1), announce=said.append)
 
 
 def test_split_by_file(tmp_path):
@@ -183,8 +186,8 @@ def test_shards_under_mpirun(tmp_path):
     assert result.returncode == 0, result.stderr
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["size"] for r in reports] == [2, 2]
-    assert reports[0]["train_events"] == 12  # 16 events, the last quarter is the test set
+    assert reports[0]["train_events"] == 12  # the last quarter of each file is the test set
     first, second = reports[0]["events"], reports[1]["events"]
     assert not set(first) & set(second)
-    assert sorted(first + second) == list(range(12))
+    assert sorted(first + second) == [*range(7), *range(9, 14)]
     assert len(first) == len(second) == 6  # a block crossing the file boundary

@@ -99,6 +99,18 @@ class ShowerDataset:
             offset += n
         return self._like(segments)
 
+    def split_each(self, fraction: float) -> tuple[ShowerDataset, ShowerDataset]:
+        """(train, test) with the last ``fraction`` of every file's events as test (at least
+        one of each file of two or more events): the public sets hold one energy or angle range
+        per file, and a test split of the last files alone would be a range never trained on."""
+        train, test = [], []
+        for s in self._segments:
+            n = s.stop - s.start
+            k = max(1, round(n * fraction)) if n > 1 else 0
+            train.append(Segment(s.file, s.start, s.stop - k))
+            test.append(Segment(s.file, s.stop - k, s.stop))
+        return self._like(train), self._like(test)
+
     def take(self, n: int) -> ShowerDataset:
         """The first ``n`` events (all of them when there are fewer)."""
         return self.select(0, n)
@@ -211,7 +223,8 @@ def open_dataset(
     """The (train, test) views the ``data`` section asks for; the synthetic set when no files.
 
     Test events are the files in ``test_files`` when given, else the last ``test_fraction`` of
-    the (``max_events``-limited) events. ``train_events`` / ``test_events`` are upper limits.
+    each file's (``max_events``-limited) events. ``train_events`` / ``test_events`` are upper
+    limits.
     """
     patterns = list(cfg.files)
     if not patterns:
@@ -240,14 +253,12 @@ def open_dataset(
             )
         train, test = everything, ShowerDataset.from_files(test_files, **view)
     else:
-        n = len(everything)
-        n_test = max(1, round(n * cfg.test_fraction))
-        if n - n_test < 1:
+        train, test = everything.split_each(cfg.test_fraction)
+        if not len(train) or not len(test):
             raise DataError(
-                f"{n} event(s) cannot be split into train and test with data.test_fraction = "
-                f"{cfg.test_fraction}; use more events"
+                f"{len(everything)} event(s) cannot be split into train and test with "
+                f"data.test_fraction = {cfg.test_fraction}; use more events"
             )
-        train, test = everything.select(0, n - n_test), everything.select(n - n_test, n)
     train = _limit(train, cfg.train_events, "data.train_events", announce)
     test = _limit(test, cfg.test_events, "data.test_events", announce)
     if len(train) and len(test) and train.shape != test.shape:
