@@ -259,6 +259,7 @@ def test_a_hook_can_stop_the_run_after_a_step() -> None:
 @pytest.mark.parametrize("keep_steps", ["always", "no_worse", "compete"])
 def test_loop_state_round_trips_into_a_fresh_strategy(keep_steps: str) -> None:
     def build() -> Hybrid:
+        ticks = iter(range(10**6))  # a clock that moves one second per reading
         return Hybrid(
             Sphere(size=10, batches=3),
             steps=2,
@@ -270,6 +271,7 @@ def test_loop_state_round_trips_into_a_fresh_strategy(keep_steps: str) -> None:
             streams=Streams.derive(9),
             rate=Constant(0.3),
             power=Constant(0.5),
+            clock=lambda: float(next(ticks)),
         )
 
     whole = build()
@@ -285,6 +287,8 @@ def test_loop_state_round_trips_into_a_fresh_strategy(keep_steps: str) -> None:
     assert resumed.gradient_steps == whole.gradient_steps
     assert resumed.discarded_refinements == whole.discarded_refinements
     assert [r["best"] for r in resumed.logbook] == [r["best"] for r in whole.logbook]
+    before, result = first.state().wall_seconds, resumed.result()
+    assert result.wall_seconds >= max(result.train_seconds, before) > 0  # the clock goes on
 
 
 def test_bad_strategy_settings_are_rejected() -> None:

@@ -119,6 +119,7 @@ class Evolution(ABC):
         self.epoch_records: list[dict[str, Any]] = []
         self._epoch_data_state = streams.data.get_state()
         self._started: float | None = None
+        self._wall_before = 0.0  # wall seconds of the processes a resumed run ran in before
         self._stop = False
 
     # -- what a strategy implements ------------------------------------------------------
@@ -288,6 +289,7 @@ class Evolution(ABC):
             logbook=self.logbook,
             epoch_records=self.epoch_records,
             strategy=self.strategy_state(),
+            wall_seconds=self._wall_seconds(),
         )
 
     def load_state(self, state: LoopState) -> None:
@@ -308,6 +310,7 @@ class Evolution(ABC):
         self.eval_seconds = state.eval_seconds
         self.train_cpu_seconds = state.train_cpu_seconds
         self.loop_seconds = state.loop_seconds
+        self._wall_before = state.wall_seconds
         for genome, fitness in state.hall_of_fame:
             self.hall_of_fame.insert(Individual(genome.clone(), fitness))
         for entry in state.logbook:
@@ -318,8 +321,10 @@ class Evolution(ABC):
 
     # -- records -------------------------------------------------------------------------
     def _wall_seconds(self) -> float:
-        """Seconds since the first step of this process (0 before it)."""
-        return 0.0 if self._started is None else self.clock() - self._started
+        """Wall seconds of the run: its earlier processes' (a resumed run) and this one's
+        since its first step."""
+        now = 0.0 if self._started is None else self.clock() - self._started
+        return self._wall_before + now
 
     def _generation_record(
         self, context: GenerationContext, fitness: Tensor, eval_seconds: float, step_seconds: float

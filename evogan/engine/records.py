@@ -110,6 +110,7 @@ class LoopState:
     logbook: tools.Logbook
     epoch_records: list[dict[str, Any]]
     strategy: dict[str, Any] | None = None
+    wall_seconds: float = 0.0
 
 
 def rank_safe(fitness: Tensor) -> Tensor:

@@ -27,6 +27,15 @@ from evogan.islands.lineage import Lineage
 from evogan.store import checkpoint as ckpt
 from evogan.store.metrics import to_json
 
+_LOOP_SECONDS = (
+    "train_seconds",
+    "wall_seconds",
+    "eval_seconds",
+    "train_cpu_seconds",
+    "loop_seconds",
+)
+"""The loop's clocks a checkpoint keeps, so a resumed run's times go on from them."""
+
 
 def _lineage_hex(lineage: Lineage | None) -> str | None:
     return None if lineage is None else lineage.to_bytes().hex()
@@ -149,8 +158,7 @@ class IslandState:
             "elite_fitness": loop.elite_fitness,
             "elite_lineage": _lineage_hex(self.elite_lineage),
             "evaluations": loop.evaluations,
-            "train_seconds": loop.train_seconds,
-            "eval_seconds": loop.eval_seconds,
+            **{name: getattr(loop, name) for name in _LOOP_SECONDS},
             "hall_of_fame_fitness": [fitness for _, fitness in loop.hall_of_fame],
             "logbook_fields": list(loop.logbook.header),
             "logbook_integers": integers,
@@ -160,8 +168,6 @@ class IslandState:
             "immigrant_wins": self.immigrant_wins,
             "island_seconds": self.island_seconds,
             "island_cpu_seconds": self.island_cpu_seconds,
-            "train_cpu_seconds": loop.train_cpu_seconds,
-            "loop_seconds": loop.loop_seconds,
             "migrant_bytes": vars(self.migrant_bytes),
             "migration": self.migration,
         }
@@ -210,6 +216,8 @@ class IslandState:
             logbook=_logbook(arrays["logbook"], fields, integers),
             epoch_records=list(meta["epoch_records"]),
             strategy=_strategy(arrays, meta),
+            # a checkpoint without it: its training time is the closest record of its wall time
+            wall_seconds=float(meta.get("wall_seconds", meta["train_seconds"])),
         )
         return cls(
             island=int(meta["island"]),
