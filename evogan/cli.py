@@ -11,6 +11,7 @@ import importlib
 from evogan import __version__
 from evogan.distributed.failure import run_guarded
 from evogan.logs import setup as setup_logging
+from evogan.logs import survive_closed_stdout
 
 # Subcommand name -> module in evogan.commands (imported lazily so `evogan --help` is fast).
 COMMANDS = {
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
+    survive_closed_stdout()
     return run_guarded(args.handler, args)
 
 

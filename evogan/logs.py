@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -73,6 +74,44 @@ class _Labelled(io.TextIOBase):
 
     def flush(self) -> None:
         self.stream.flush()
+
+
+class _Display(io.TextIOBase):
+    """stdout that outlives its reader: once the pipe is closed (``evogan evolve ... | head``)
+    the rest goes to /dev/null and the command carries on, its results being in files."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            self.stream.write(text)
+        except BrokenPipeError:
+            self._to_null()
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._to_null()
+
+    def _to_null(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self.stream.fileno())
+        os.close(null)
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
+def survive_closed_stdout() -> None:
+    """Make ``sys.stdout`` carry on when its reader goes away (see :class:`_Display`)."""
+    if not isinstance(sys.stdout, _Display):
+        sys.stdout = _Display(sys.stdout)
 
 
 @contextmanager

@@ -219,3 +219,21 @@ def test_sigterm_stops_an_rmsprop_run_with_75_and_its_resume_is_refused(tiny, tm
     assert err.strip().splitlines()[-1].startswith("evogan: stopped by SIGTERM")
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
     assert "keep no checkpoints" in one_error(evogan("train", "--resume", str(run)))
+
+def test_a_reader_that_goes_away_does_not_end_the_run(tiny, tmp_path) -> None:
+    """``evogan evolve ... | head -1``: the display is gone, the run is not."""
+    run = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evogan", "evolve", str(tiny), "--run-dir", str(run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=mpi_env(),
+        cwd=REPO,
+    )
+    process.stdout.readline()
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert json.loads((run / "status.json").read_text())["status"] == FINISHED
+    assert (run / "summary.json").is_file()
