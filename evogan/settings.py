@@ -6,15 +6,21 @@ import os
 from pathlib import Path
 
 
+def _path(name: str, default: Path) -> Path:
+    """The path in variable ``name``; set but empty counts as unset (``Path("")`` would be the
+    current directory)."""
+    value = os.environ.get(name, "")
+    return Path(value) if value.strip() else default
+
+
 def cache_dir() -> Path:
     """Where generated default data is cached (``EVOGAN_CACHE_DIR``)."""
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "evogan"
-    return Path(os.environ.get("EVOGAN_CACHE_DIR", default))
+    return _path("EVOGAN_CACHE_DIR", _path("XDG_CACHE_HOME", Path.home() / ".cache") / "evogan")
 
 
 def populations_dir() -> Path:
     """Default root of run directories (``EVOGAN_POPULATIONS``)."""
-    return Path(os.environ.get("EVOGAN_POPULATIONS", "populations"))
+    return _path("EVOGAN_POPULATIONS", Path("populations"))
 
 
 def native_kernels() -> bool:

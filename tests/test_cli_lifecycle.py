@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from evogan.config.resume import check_resume_overrides
-from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR, ConfigError
-from evogan.store.lock import FAILED, FINISHED, write_status
+from evogan.config.base import read_yaml
+from evogan.config.resume import check_resume_overrides, is_resume_safe
+from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR, ConfigError, EvoganError
+from evogan.store.lock import FAILED, FINISHED, check_resumable, write_status
 from tests.conftest import REPO, evogan, mpi_env, write_config
 from tests.test_islands_mpi import TINY
 
@@ -106,19 +107,39 @@ def test_resume_safe_keys_per_task() -> None:
 
 
 def test_rmsprop_runs_and_finished_or_failed_runs_are_not_resumed_blindly(tmp_path) -> None:
-    run = fake_run(tmp_path, "rmsprop", CONFIGS / "regressor_rmsprop.yaml")
+    run = fake_run(tmp_path, "my rmsprop", CONFIGS / "regressor_rmsprop.yaml")
     line = one_error(evogan("train", "--resume", str(run)))
     assert "evogan train (RMSprop) keep no checkpoints" in line
-    run = fake_run(tmp_path, "ga", CONFIGS / "regressor_ga.yaml")
+    assert f"evogan train '{run}/config.yaml' (a GA run resumes with" in line
+    run = fake_run(tmp_path, "my ga", CONFIGS / "regressor_ga.yaml")
     write_status(run, FINISHED)
-    assert "already finished (status.json); nothing to resume unless you extend it" in one_error(
-        evogan("evolve", "--resume", str(run))
+    assert one_error(evogan("evolve", "--resume", str(run))).endswith(
+        "already finished (status.json); nothing to resume unless you extend it with a larger "
+        "--set ga.epochs"
     )
     write_status(run, FAILED, "RuntimeError: disk full")
     line = one_error(evogan("evolve", "--resume", str(run)))
     assert f"{run} failed (RuntimeError: disk full); fix the cause, then resume it" in line
-    assert line.endswith(f"--resume {run} --force")
+    assert line.endswith(f"--resume '{run}' --force")
     assert json.loads((run / "status.json").read_text())["status"] == FAILED  # unchanged
+
+
+@pytest.mark.parametrize(
+    ("config", "keys"),
+    [
+        ("gan3d_tiny.yaml", "trainer.epochs"),
+        ("arch_search_ga.yaml", "candidates, final.top or final.retrain_seeds"),
+        ("arch_search_pbt.yaml", "final.top or final.retrain_seeds"),
+    ],
+)
+def test_a_finished_run_names_the_keys_that_extend_its_task(tmp_path, config, keys) -> None:
+    run = fake_run(tmp_path, "run", CONFIGS / config)
+    write_status(run, FINISHED)
+    with pytest.raises(EvoganError) as info:
+        check_resumable(run)
+    assert str(info.value).endswith(f"extend it with a larger --set {keys}")
+    task = read_yaml(run / "config.yaml")["task"]
+    assert all(is_resume_safe(task, key) for key in keys.replace(" or", ",").split(", "))
 
 
 def test_run_names_cannot_escape_the_run_root(tiny, tmp_path) -> None:
@@ -219,6 +240,7 @@ def test_sigterm_stops_an_rmsprop_run_with_75_and_its_resume_is_refused(tiny, tm
     assert err.strip().splitlines()[-1].startswith("evogan: stopped by SIGTERM")
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
     assert "keep no checkpoints" in one_error(evogan("train", "--resume", str(run)))
+
 
 def test_a_reader_that_goes_away_does_not_end_the_run(tiny, tmp_path) -> None:
     """``evogan evolve ... | head -1``: the display is gone, the run is not."""

@@ -1,7 +1,8 @@
 """How ``evogan`` ends under a real ``mpirun -n 2``: a user error is printed once by rank 0
-(exit 2, no abort banner of MPI's own), SIGTERM stops every rank with a resumable checkpoint
-(exit 75), even before the first generation finished, and ``--resume`` completes the run; a
-search campaign stops and resumes the same way."""
+(exit 2, no abort banner of MPI's own; the one-process RMSprop ``train`` refuses several ranks
+before writing), SIGTERM stops every rank with a resumable checkpoint (exit 75), even before
+the first generation finished, and ``--resume`` completes the run; a search campaign stops and
+resumes the same way."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR
-from tests.conftest import launch, mpirun, terminate_ranks, wait_for, write_config
+from tests.conftest import REPO, launch, mpirun, terminate_ranks, wait_for, write_config
 from tests.test_islands_mpi import SYNC_LONG, TINY
 
 
@@ -38,6 +39,18 @@ def test_a_user_error_on_every_rank_is_printed_once(tiny, tmp_path) -> None:
     assert done.returncode == EXIT_USER_ERROR
     (line,) = evogan_lines(done.stderr)
     assert "continues with the run's own config" in line
+
+
+def test_regressor_train_refuses_several_ranks_before_writing(tmp_path) -> None:
+    config = str(REPO / "configs" / "smoke.yaml")
+    args = ["-m", "evogan", "train", config, "--run-dir", "runs/x"]
+    done = mpirun(2, args, timeout=60, cwd=tmp_path)
+    assert done.returncode == EXIT_USER_ERROR
+    assert evogan_lines(done.stderr) == [
+        "evogan: error: evogan train for the regressor runs on one process (RMSprop), got 2 "
+        "ranks; run it without mpirun, or use evogan evolve for the island GA"
+    ]
+    assert list(tmp_path.iterdir()) == []
 
 
 def terminate_ranks_when(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:

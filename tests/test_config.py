@@ -55,6 +55,13 @@ def test_energy_range_out_of_order(tmp_path: Path) -> None:
     assert "data.synthetic" in message and "0 < low < high" in message
 
 
+@pytest.mark.parametrize(("targets", "outside"), [("[-1]", "-1"), ("[10, 5]", "10, 5")])
+def test_mape_targets_are_fractions(tmp_path: Path, targets: str, outside: str) -> None:
+    message = error_of(write(tmp_path, f"test_target_mape: {targets}\n"))
+    assert f"test_target_mape = {targets} is not allowed" in message
+    assert f"fraction in (0, 1), e.g. 0.05 for 5% (not {outside})" in message
+
+
 def test_reevaluation_first_stage_must_fit_in_the_sample(tmp_path: Path) -> None:
     path = write(tmp_path, "ga:\n  reevaluation_events: 64\n")
     message = error_of(path, ["ga.reevaluation_first=64"])

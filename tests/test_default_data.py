@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from evogan.config.data import DataConfig, SyntheticConfig
 from evogan.data.default import default_data_path, ensure_default_data
 from evogan.data.reader import open_dataset
-from tests.conftest import mpirun
+from evogan.errors import EXIT_USER_ERROR
+from evogan.settings import cache_dir, populations_dir
+from tests.conftest import REPO, evogan, mpirun
 
 
 def test_generated_once_then_reused(tmp_path, monkeypatch):
@@ -48,3 +51,24 @@ def test_racing_ranks_generate_once(tmp_path, monkeypatch):
     assert sum("generating 64 synthetic showers" in m for m in messages) == 1
     assert sum("using cached synthetic data" in m for m in messages) == 1
     assert paths == {str(default_data_path(SyntheticConfig(events=64, seed=7)))}
+
+
+def test_negative_seed_is_one_line_and_leaves_no_lock(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path / "cache"))
+    config = str(REPO / "configs" / "smoke.yaml")
+    result = evogan("evolve", config, "--set", "data.synthetic.seed=-1", cwd=tmp_path)
+    assert result.returncode == EXIT_USER_ERROR
+    (line,) = result.stderr.strip().splitlines()
+    assert "data.synthetic.seed = -1" in line and "greater than or equal to 0" in line
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
+
+
+def test_empty_cache_variable_counts_as_unset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("EVOGAN_CACHE_DIR", "")
+    monkeypatch.setenv("EVOGAN_POPULATIONS", " ")
+    assert cache_dir() == tmp_path / "xdg" / "evogan"
+    assert populations_dir() == Path("populations")
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert cache_dir() == Path.home() / ".cache" / "evogan"

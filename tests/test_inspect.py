@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from evogan.data.synthetic import write_synthetic
+from evogan.errors import EXIT_USER_ERROR
 from evogan.physics.inspect import REFERENCE_EDGES_GEV, energy_edges, format_report, inspect_file
 from tests.conftest import evogan
 from tests.data_fixtures import write_layout
@@ -77,3 +78,19 @@ def test_cli_json_and_plot(synthetic_file, tmp_path):
     assert report["events"] == 240 and set(report) >= KEYS
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert not [p for p in tmp_path.iterdir() if p != png]  # no temporary left behind
+
+
+def test_cli_plot_writes_the_format_its_suffix_names(synthetic_file, tmp_path):
+    pdf, svg = tmp_path / "inspect.pdf", tmp_path / "inspect.svg"
+    for figure in (pdf, svg):
+        result = evogan("data", "inspect", str(synthetic_file), "--plot", str(figure))
+        assert result.returncode == 0, result.stderr
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    assert b"<svg" in svg.read_bytes()[:1000]
+    result = evogan("data", "inspect", str(synthetic_file), "--plot", str(tmp_path / "a.h5"))
+    assert result.returncode == EXIT_USER_ERROR
+    assert result.stderr.splitlines() == [
+        f"evogan: error: figure {tmp_path / 'a.h5'}: the suffix 'h5' names no figure format; "
+        "use .png, .pdf, .svg or another format matplotlib writes"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inspect.pdf", "inspect.svg"]

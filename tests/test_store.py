@@ -180,6 +180,22 @@ def test_a_refused_resume_keeps_the_status_it_found(tmp_path) -> None:
     assert read_status(run)["status"] == "failed"
 
 
+def test_resume_commands_quote_the_run_path(tmp_path) -> None:
+    import shlex
+
+    from evogan.store.lock import check_resumable, resume_line, write_status
+
+    run = tmp_path / "my run"
+    assert resume_line("evolve", "runs/x") == "evogan evolve --resume runs/x"
+    line = resume_line("train", run, ranks=2)
+    assert shlex.split(line) == ["mpirun", "-n", "2", "evogan", "train", "--resume", str(run)]
+    run.mkdir()
+    write_status(run, "running")
+    with pytest.raises(EvoganError) as info:
+        check_resumable(run)
+    assert shlex.split(str(info.value))[-3:] == ["--resume", str(run), "--force"]
+
+
 @pytest.mark.parametrize("name", ["..", "../up", "/abs/olute", "a/b", ""])
 def test_run_names_are_plain_names(tmp_path, name) -> None:
     with pytest.raises(EvoganError, match="must be a plain directory name"):

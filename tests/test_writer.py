@@ -12,7 +12,7 @@ import pytest
 from evogan import __version__
 from evogan.data.synthetic import write_synthetic
 from evogan.data.writer import ShowerWriter
-from evogan.errors import DataError
+from evogan.errors import EXIT_USER_ERROR, DataError
 from tests.conftest import evogan
 
 SHAPE = (4, 3, 5)
@@ -133,6 +133,18 @@ def test_cli_synth_writes_a_file(tmp_path: Path) -> None:
     assert _leftovers(tmp_path) == ["synth.h5"]
 
 
+def test_cli_synth_says_when_it_replaces_a_file(tmp_path: Path) -> None:
+    out = tmp_path / "synth.h5"
+    args = ("data", "synth", "--out", str(out), "--events", "5")
+    assert "replacing" not in evogan(*args, "--seed", "1").stdout
+    result = evogan(*args, "--seed", "2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith(f"to {out} (replacing the file that was there)")
+    with h5py.File(out) as f:
+        assert f.attrs["seed"] == 2
+    assert _leftovers(tmp_path) == ["synth.h5"]
+
+
 @pytest.mark.parametrize(
     ("out_name", "args"),
     [
@@ -140,14 +152,15 @@ def test_cli_synth_writes_a_file(tmp_path: Path) -> None:
         ("synth.h5", ["--events", "5", "--energy-range", "500", "2"]),
         ("missing/synth.h5", ["--events", "5"]),
         (".", ["--events", "5"]),
+        ("synth.h5", ["--events", "5", "--seed", "-1"]),
     ],
-    ids=["no-events", "reversed-range", "missing-dir", "out-is-dir"],
+    ids=["no-events", "reversed-range", "missing-dir", "out-is-dir", "negative-seed"],
 )
 def test_cli_synth_bad_input_is_one_clean_line(
     tmp_path: Path, out_name: str, args: list[str]
 ) -> None:
     result = evogan("data", "synth", "--out", str(tmp_path / out_name), *args)
-    assert result.returncode != 0
+    assert result.returncode == EXIT_USER_ERROR
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evogan: error:"), result.stderr
     assert "Traceback" not in result.stderr

@@ -15,7 +15,13 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     actions = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     synth = actions.add_parser("synth", help="write a synthetic GFLASH-style shower file")
-    synth.add_argument("--out", required=True, type=Path, help="HDF5 file to write")
+    synth.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="HDF5 file to write; an existing one is replaced once the new one is complete, "
+        "as evogan generate does",
+    )
     synth.add_argument("--events", required=True, type=int, help="number of showers")
     synth.add_argument(
         "--energy-range",
@@ -25,13 +31,20 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         metavar=("LO", "HI"),
         help="primary energy range in GeV, drawn uniformly (default: 2 500)",
     )
-    synth.add_argument("--seed", type=int, default=0, help="random seed (same seed, same file)")
+    synth.add_argument(
+        "--seed", type=int, default=0, help="random seed, 0 or more (same seed, same file)"
+    )
     synth.set_defaults(handler=_synth)
 
     inspect = actions.add_parser("inspect", help="summarise a shower file (any public layout)")
     inspect.add_argument("file", type=Path, help="HDF5 shower file")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
-    inspect.add_argument("--plot", type=Path, metavar="PNG", help="write shower-shape figures")
+    inspect.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FIGURE",
+        help="write shower-shape figures, in the format the suffix names (.png, .pdf, .svg)",
+    )
     inspect.add_argument(
         "--layout",
         default="auto",
@@ -48,15 +61,22 @@ def _synth(args: argparse.Namespace) -> int:
     low, high = args.energy_range
     if not 0 < low < high:
         raise EvoganError(f"--energy-range must satisfy 0 < LO < HI, got {low:g} {high:g}")
+    if args.seed < 0:
+        raise EvoganError(f"--seed must be a non-negative integer, got {args.seed}")
+    replaced = " (replacing the file that was there)" if args.out.is_file() else ""
     path = write_synthetic(args.out, args.events, (low, high), args.seed, progress=True)
     described = f"{args.events} synthetic showers ({low:g}-{high:g} GeV, seed {args.seed})"
-    print(f"wrote {described} to {path}")
+    print(f"wrote {described} to {path}{replaced}")
     return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
     from evogan.physics.inspect import format_report, inspect_file, scan_file
 
+    if args.plot is not None:
+        from evogan.plots import figure_format
+
+        figure_format(args.plot)
     scan = scan_file(args.file, layout=args.layout)  # streamed once for the report and figure
     report = inspect_file(args.file, layout=args.layout, scan=scan)
     if args.plot is not None:

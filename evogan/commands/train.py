@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 
 from evogan.commands.options import (
     add_config_options,
@@ -21,7 +22,7 @@ TRAINERS = {
 }
 NOT_RESUMABLE = {
     "regressor": "regressor runs of evogan train (RMSprop) keep no checkpoints (they take "
-    "minutes): start a new one with evogan train {run}/config.yaml (a GA run resumes with "
+    "minutes): start a new one with evogan train {config} (a GA run resumes with "
     "evogan evolve --resume {run})",
 }
 
@@ -55,6 +56,7 @@ def dispatch(
         return entry(cfg, args.run_dir)
     refusal = (not_resumable or {}).get(cfg.task)
     if refusal is not None:
-        raise EvoganError(refusal.format(run=args.resume))
+        config = shlex.quote(str(args.resume / "config.yaml"))
+        raise EvoganError(refusal.format(run=shlex.quote(str(args.resume)), config=config))
     claim_resumed(args)
     return entry(cfg, args.resume, resume=True)

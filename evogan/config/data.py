@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel
 
@@ -16,7 +16,7 @@ class SyntheticConfig(StrictModel):
 
     events: PositiveInt = 6000
     energy_range: tuple[float, float] = (2.0, 500.0)
-    seed: int = 20240601
+    seed: NonNegativeInt = 20240601  # numpy's SeedSequence takes no negative seed
 
     @model_validator(mode="after")
     def _ordered(self) -> SyntheticConfig:

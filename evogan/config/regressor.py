@@ -112,6 +112,19 @@ class RunConfig(StrictModel):
     _tensorboard = field_validator("tensorboard")(tensorboard_installed)
 
 
+def mape_fractions(targets: list[float]) -> list[float]:
+    """Each test MAPE target is a fraction in (0, 1): summary keys are named in percent, so a
+    target given in percent (5) would name and chase a MAPE of 500%."""
+    outside = [target for target in targets if not 0 < target < 1]
+    if outside:
+        raise PydanticCustomError(
+            "mape_fraction",
+            "each target must be a fraction in (0, 1), e.g. 0.05 for 5% "
+            f"(not {', '.join(f'{target:g}' for target in outside)})",
+        )
+    return targets
+
+
 class RegressorConfig(StrictModel):
     """``task: regressor``: for ``evogan evolve`` (GA, hybrid) and ``evogan train`` (RMSprop)."""
 
@@ -126,3 +139,5 @@ class RegressorConfig(StrictModel):
     islands: IslandsConfig = Field(default_factory=IslandsConfig)
     migration: MigrationConfig = Field(default_factory=MigrationConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+    _mape_fractions = field_validator("test_target_mape")(mape_fractions)

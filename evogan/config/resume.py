@@ -24,6 +24,27 @@ RESUME_SAFE: dict[str, tuple[str, ...]] = {
     "search": ("candidates", "campaign.top", "campaign.tensorboard", "final.*"),
 }
 
+# Task, or task/backend where backends differ -> resume-safe keys that, set larger, give a
+# finished run more to do.
+EXTENDING: dict[str, tuple[str, ...]] = {
+    "regressor": ("ga.epochs",),
+    "gan3d": ("trainer.epochs",),
+    "search": ("candidates", "final.top", "final.retrain_seeds"),
+    "search/pbt": ("final.top", "final.retrain_seeds"),  # PBT trains workers, not candidates
+}
+
+
+def extending_keys(run: Path) -> tuple[str, ...]:
+    """The keys a larger ``--set`` of which gives the finished run ``run`` more to do, for the
+    task (and search backend) of its own ``config.yaml``; none when it has no config."""
+    from evogan.config.base import read_yaml
+
+    if not (run / "config.yaml").is_file():
+        return ()
+    raw = read_yaml(run / "config.yaml")
+    task = str(raw.get("task", "regressor"))
+    return EXTENDING.get(f"{task}/{raw.get('backend')}", EXTENDING.get(task, ()))
+
 
 def is_resume_safe(task: str, key: str) -> bool:
     for allowed in RESUME_SAFE.get(task, ()):

@@ -16,6 +16,7 @@ from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 from evogan.gan3d import checkpoint as ckpt
 from evogan.store import CONFIG, RunDir
+from evogan.store.lock import resume_line
 
 
 def open_run(
@@ -67,8 +68,8 @@ def check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
             section = key.partition(".")[0]
             raise EvoganError(
                 f"{run.path} was trained with a different {section}; {key} = {old!r} there, "
-                f"{new!r} here: resume it with the config it stored: evogan train --resume "
-                f"{run.path}"
+                f"{new!r} here: resume it with the config it stored: "
+                f"{resume_line('train', run.path)}"
             )
 
 
@@ -83,5 +84,5 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, A
 
 
 def resume_command(run: RunDir, world: MPI.Comm) -> str:
-    launcher = f"mpirun -n {world.size} " if world.size > 1 else ""
-    return f"{launcher}evogan train --resume {run.path}"
+    """The command that resumes ``run`` on as many ranks as ``world`` has."""
+    return resume_line("train", run.path, world.size)

@@ -5,14 +5,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
 
+from evogan.errors import EvoganError
 from evogan.store.atomic import atomic_path
 
 
+def figure_format(path: str | Path) -> str:
+    """The format ``path``'s suffix names (``.pdf``: pdf), so a figure holds what its name
+    says; a suffix matplotlib cannot write is refused in one line, before any drawing."""
+    suffix = Path(path).suffix.removeprefix(".").lower()
+    if suffix not in FigureCanvasBase.get_supported_filetypes():
+        raise EvoganError(
+            f"figure {path}: the suffix {suffix or '(none)'!r} names no figure format; use .png, "
+            ".pdf, .svg or another format matplotlib writes"
+        )
+    return suffix
+
+
 def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
-    """PNG via the Agg canvas of a pyplot-free Figure (no global backend state), atomically."""
+    """Write ``fig`` in the format its suffix names (:func:`figure_format`) through the canvas of
+    a pyplot-free Figure (no global backend state), atomically."""
     path = Path(path)
+    file_format = figure_format(path)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=file_format)
     return path

@@ -34,6 +34,7 @@ from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run
 from evogan.regressor.strategy import build_strategy, method_name, schedules
 from evogan.store import MetricsWriter, RunDir
+from evogan.store.lock import resume_line
 from evogan.store.manifest import check_resume_layout, write_manifest
 
 
@@ -179,8 +180,7 @@ class IslandRun:
                 f"{self.method}: stopped by {why} after generation "
                 f"{island.strategy.generation}; checkpoints are in {run.path}/checkpoints"
             )
-            launch = f"mpirun -n {self.world.size} " if self.world.size > 1 else ""
-            raise RunStopped(f"{launch}evogan evolve --resume {run.path}")
+            raise RunStopped(resume_line("evolve", run.path, self.world.size))
         reports = session.gather(report.island_report(island, result, counts))
         if reports is not None:
             summary = self._summarise(run, problem, test, reports, session.island_count)

@@ -20,8 +20,10 @@ import torch
 from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
+from evogan.distributed.failure import launched_ranks
 from evogan.distributed.signals import check_stop
 from evogan.engine import Streams
+from evogan.errors import EvoganError
 from evogan.progress import format_seconds
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
 from evogan.regressor.network import RegressorLayout, RegressorNet, batched_predict
@@ -141,10 +143,22 @@ class StepProgress:
             )
 
 
+def refuse_several_ranks() -> None:
+    """RMSprop is the one-process baseline: under mpirun every rank would write the same run
+    (or race for one ``--run-dir``), so every rank refuses before anything is written."""
+    ranks = launched_ranks()
+    if ranks > 1:
+        raise EvoganError(
+            f"evogan train for the regressor runs on one process (RMSprop), got {ranks} ranks; "
+            "run it without mpirun, or use evogan evolve for the island GA"
+        )
+
+
 def train_regressor(
     cfg: RegressorConfig, run_dir: str | Path | None = None, announce: Callable[[str], Any] = print
 ) -> RunDir:
     """``evogan train`` for ``task: regressor``: check, train, write the run directory."""
+    refuse_several_ranks()
     layout, train, test = load_and_check(cfg, cfg.train.batch_size, announce, "train.batch_size")
     run, writer = start_run(cfg, "rmsprop", None if run_dir is None else str(run_dir))
     announce(

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -150,6 +151,25 @@ def read_status(path: str | Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def resume_line(command: str, path: str | Path, ranks: int = 1) -> str:
+    """The shell command that resumes the run at ``path`` with ``evogan COMMAND``, ready to
+    paste: the path is quoted, and a run of several ranks is launched on as many."""
+    launcher = f"mpirun -n {ranks} " if ranks > 1 else ""
+    return f"{launcher}evogan {command} --resume {shlex.quote(str(path))}"
+
+
+def _extension(path: Path) -> str:
+    """How the finished run at ``path`` can be given more to do, e.g. "a larger --set
+    ga.epochs", named for its own task."""
+    from evogan.config.resume import extending_keys
+
+    keys = extending_keys(path)
+    if not keys:
+        return "a resume-safe --set (docs/cluster.md)"
+    *first, last = keys
+    return f"a larger --set {', '.join(first)} or {last}" if first else f"a larger --set {last}"
+
+
 def check_resumable(path: str | Path, force: bool = False, extend: bool = False) -> None:
     """Refuse, in one line, to resume a run that did not stop cleanly, or one that finished
     unless ``extend`` (resume-safe overrides such as a larger budget were given)."""
@@ -158,16 +178,15 @@ def check_resumable(path: str | Path, force: bool = False, extend: bool = False)
     if status == FINISHED and not extend:
         raise EvoganError(
             f"{path} already finished (status.json); nothing to resume unless you extend it "
-            "with --set (e.g. ga.epochs, trainer.epochs, candidates)"
+            f"with {_extension(Path(path))}"
         )
     if force or status in (None, STOPPED, FINISHED):
         return
+    again = f"--resume {shlex.quote(str(path))} --force"
     if status == FAILED:
         why = record.get("error") or "see the job log"
-        raise EvoganError(
-            f"{path} failed ({why}); fix the cause, then resume it with --resume {path} --force"
-        )
+        raise EvoganError(f"{path} failed ({why}); fix the cause, then resume it with {again}")
     raise EvoganError(
         f"{path} ended without recording why (status {status!r}: killed, or a rank crashed); "
-        f"check the job log, then resume it with --resume {path} --force"
+        f"check the job log, then resume it with {again}"
     )
