@@ -9,6 +9,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,8 +19,9 @@ import optuna
 import pytest
 import yaml
 
+from evogan.errors import EXIT_STOPPED
 from evogan.search import Space
-from tests.conftest import REPO, kill_job, mpi_env, mpirun
+from tests.conftest import REPO, kill_job, launch, mpi_env, mpirun, rank_pid
 
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
 
@@ -91,6 +93,8 @@ def test_ga_campaign_records_nan_and_never_trains_invalid_genomes(tmp_path: Path
     assert summary["complete"] and summary["candidates_trained"] == 6
     invalid = summary["invalid_genomes"]
     assert invalid["found"] == sum(1 for r in trained if r["repaired"]) > 0
+    closing = f"0 invalid genome(s) never trained, {invalid['repaired']} repaired and trained"
+    assert closing in result.stdout  # repaired genomes were trained, as evogan report counts
     assert summary["status_counts"]["nan"] == len(nan)
     best = summary["best"][0]
     assert best["genome"]["lr_knob"] == 1.0e-3 and math.isfinite(best["fitness"])
@@ -216,6 +220,27 @@ def test_resume_after_kill_keeps_finished_candidates(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] and summary["candidates_trained"] == 6
     assert summary["candidates_trained_this_session"] == 6 - len(before)
+
+
+def test_a_signal_on_a_groups_second_rank_stops_the_campaign(tmp_path: Path) -> None:
+    """Only group leaders agree on a stop: a signal on another rank (``kill -TERM`` of one
+    process, a node's own shutdown) must reach its leader, as it does in ``evogan train``."""
+    out = tmp_path / "campaign"
+    os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
+    try:
+        job = launch(2, ["-m", "evogan", "search", str(_config(tmp_path, candidates=8)),
+                         "--run-dir", str(out)])  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not _rows(out) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.kill(rank_pid(job, 1), signal.SIGTERM)
+        _out, err = job.communicate(timeout=120)
+    finally:
+        del os.environ["EVOGAN_CACHE_DIR"]
+    assert job.returncode == EXIT_STOPPED, err[-3000:]
+    assert f"evogan search --resume {out}" in err
+    assert len(_rows(out)) < 8
+    assert json.loads((out / "status.json").read_text())["status"] == "stopped"
 
 
 def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int) -> int:

@@ -74,13 +74,18 @@ class BudgetConfig(StrictModel):
     max_memory_mb: float | None = Field(default=None, gt=0)  # estimated need above: rejected
 
 
+MIN_TEST_EVENTS = 8
+"""Held-out showers the fitness score needs at least: its floor compares two halves of them,
+each of at least 4 (as training validation's ``MIN_VALIDATION_EVENTS``)."""
+
+
 class FitnessConfig(StrictModel):
     """fitness = mean member score + beta x spread; optional second objective."""
 
     members: PositiveInt = 1
     beta: float = 0.0
     second_objective: Literal["none", "params", "flops"] = "none"
-    test_events: PositiveInt = 100
+    test_events: int = Field(default=100, ge=MIN_TEST_EVENTS)
     energy_bins: PositiveInt = 3
     # what members are scored by (evogan.physics.score; lower is better): the selection score,
     # or one of its reported metrics

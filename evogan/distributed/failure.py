@@ -65,11 +65,12 @@ def world() -> Any:
     return MPI.COMM_WORLD
 
 
-def rank0_decides(function: Callable[[], T]) -> T:
-    """Run ``function`` on rank 0 only; every rank gets its result, or raises its user error
-    (so a check that only rank 0 can make still ends every rank the same way)."""
-    comm = world()
-    if comm is None:
+def rank0_decides(function: Callable[[], T], comm: Any = None) -> T:
+    """Run ``function`` on rank 0 of ``comm`` (default: the world) only; every rank gets its
+    result, or raises its user error (so a check that only rank 0 can make still ends every
+    rank the same way)."""
+    comm = world() if comm is None else comm
+    if comm is None or comm.size < 2:
         return function()
     answer: tuple[bool, Any] = (True, None)
     if comm.rank == 0:

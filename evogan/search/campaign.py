@@ -35,6 +35,7 @@ from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError, EvoganError
 from evogan.gan3d.spec import load_spec
 from evogan.store import RunDir, read_metrics
+from evogan.store.lock import resume_line
 from evogan.store.metrics import append_synced
 
 CONFIG = "config.yaml"
@@ -113,7 +114,7 @@ class Campaign:
             if stored.get(key, defaults.get(key)) != given.get(key):
                 raise EvoganError(
                     f"{path} was started with a different {key}; resume it with its own config: "
-                    f"evogan search {campaign.path / CONFIG} --resume {campaign.path}"
+                    f"{resume_line('search', campaign.path)}"
                 )
         manifest = campaign.manifest()
         if config.backend in ("ga", "pbt") and manifest["world_size"] != world_size:
@@ -122,8 +123,20 @@ class Campaign:
                 f"{path} ran its {what} on {manifest['world_size']} ranks and must be resumed "
                 f"on as many: mpirun -n {manifest['world_size']} (got {world_size})"
             )
+        campaign._check_candidates(config)
         RunDir(campaign.path).write_config(dump(config))
         return campaign
+
+    def _check_candidates(self, config: SearchConfig) -> None:
+        """``candidates`` may grow on resume but not drop below the candidates trained."""
+        from evogan.search.summary import trained
+
+        done = len(trained(self.rows()))
+        if config.backend != "pbt" and config.candidates < done:
+            raise ConfigError(
+                f"candidates = {config.candidates} is not allowed: {self.path} has {done} "
+                f"trained already; resume with candidates >= {done} (or leave it as it was)"
+            )
 
     # ------------------------------------------------------------------ manifest
     def manifest(self) -> dict[str, Any]:

@@ -34,9 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from evogan.config.search import SearchConfig
+from evogan.config.data import DataConfig
+from evogan.config.search import MIN_TEST_EVENTS, SearchConfig
 from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import derive_seed
+from evogan.errors import ConfigError, DataError
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
 from evogan.physics import WORST as WORST_SCORE
@@ -109,6 +111,51 @@ class Scorer:
             return math.nan
         result = self.reference.score(showers, self.energy, self.theta)
         return metric_value(result, self.metric)
+
+
+def check_data(config: SearchConfig) -> None:
+    """Refuse data that would fail every candidate, before the campaign directory exists: files
+    that cannot be read, an energy or angle of any train or test event that is not finite (read
+    without the cells), too few test events for the score or its energy bins. Makes the
+    synthetic data when no files are given, so one rank calls it before the others read."""
+    from evogan.data.reader import open_dataset
+
+    train, test = open_dataset(config.data, announce=lambda _line: None)
+    for view in (train, test):
+        view.energies()  # checks every event's energy and angle
+    if len(test) < MIN_TEST_EVENTS:
+        raise DataError(
+            f"the test split holds {len(test)} event(s), fewer than the {MIN_TEST_EVENTS} the "
+            f"fitness score needs (two halves of 4); {_more_test_data(config.data)}"
+        )
+    _check_bins(config, len(test))
+    Scorer(config)
+
+
+def _check_bins(config: SearchConfig, held: int) -> None:
+    """The reference (``fitness.test_events`` of the ``held`` test events) needs at least one
+    event per energy bin; said with the search's keys."""
+    fitness = config.fitness
+    events = min(fitness.test_events, held)
+    if events >= fitness.energy_bins:
+        return
+    more = _more_test_data(config.data)
+    if fitness.test_events < held:
+        more = "raise fitness.test_events"
+    raise ConfigError(
+        f"fitness.energy_bins = {fitness.energy_bins} needs at least as many reference events, "
+        f"got {events} (fitness.test_events = {fitness.test_events}, test split {held}); "
+        f"lower fitness.energy_bins, or {more}"
+    )
+
+
+def _more_test_data(data: DataConfig) -> str:
+    """The settings that give the test split more events."""
+    if data.test_events is not None:
+        return f"raise data.test_events (= {data.test_events}) or use more data"
+    if data.test_files:
+        return "add events to data.test_files"
+    return "use more data or raise data.test_fraction"
 
 
 def metric_value(result: Validation, metric: str) -> float:

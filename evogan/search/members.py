@@ -4,7 +4,9 @@ A ``steps`` or ``epochs`` budget trains once, a ``seconds`` budget trains epoch 
 time is left; the trainer's own epoch records tell whether the losses stayed finite. With
 pruning, :func:`train_pruned` trains all members in rung stages (:mod:`evogan.search.rungs`).
 :func:`failure_of` turns what a training raised into the (status, reason) of a candidate the
-campaign survives: ``pruned``, ``nan``, ``timeout``, ``oom``, ``error``.
+campaign survives: ``pruned``, ``nan``, ``timeout``, ``oom``, ``error``. A
+:class:`~evogan.errors.DataError` is the campaign's problem, not the candidate's: it ends the
+command (on every rank), since the ranks that read good data would wait for the others forever.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from evogan.config.gan import Gan3dConfig
 from evogan.config.regressor import RunConfig
 from evogan.config.search import SearchConfig
 from evogan.distributed.mpi import MPI
-from evogan.errors import EvoganError
+from evogan.errors import DataError, EvoganError
 from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.trainer import GanTrainer
 from evogan.search.inherit import seed_from_parent
@@ -141,7 +143,8 @@ def train_pruned(
 
 
 def failure_of(exc: Exception, config: SearchConfig) -> tuple[str, str] | None:
-    """(status, reason) of a training failure the campaign survives; None for any other."""
+    """(status, reason) of a training failure the campaign survives; None for any other (a
+    DataError too: bad data fails every candidate, maybe on only some of a group's ranks)."""
     if isinstance(exc, Pruned):
         return "pruned", str(exc)
     if isinstance(exc, Diverged):
@@ -152,6 +155,6 @@ def failure_of(exc: Exception, config: SearchConfig) -> tuple[str, str] | None:
         return "oom", f"out of memory: {str(exc).splitlines()[0]}"
     if isinstance(exc, MemoryError):
         return "oom", "out of host memory"
-    if isinstance(exc, EvoganError):
+    if isinstance(exc, EvoganError) and not isinstance(exc, DataError):
         return "error", str(exc)
     return None

@@ -6,15 +6,17 @@ import time
 from pathlib import Path
 
 from evogan.config.search import SearchConfig
+from evogan.distributed.failure import rank0_decides
 from evogan.distributed.mpi import MPI
-from evogan.distributed.signals import StopFlag, catch_stop_signals
+from evogan.distributed.signals import catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base
-from evogan.search.fitness import Scorer
+from evogan.search.fitness import Scorer, check_data
 from evogan.search.pbt import check_population, pbt_summary, segment_count
 from evogan.search.scheduler import Session
 from evogan.search.space import Space
-from evogan.search.summary import build_summary
+from evogan.search.summary import build_summary, trained
+from evogan.store.lock import resume_line
 
 
 def run_search(
@@ -35,10 +37,8 @@ def run_search(
         )
     check_population(config, world.size)
     space = Space(config.space, config.spec)
+    rank0_decides(lambda: check_data(config), world)  # before the others read it, and before _open
     campaign, number, offset = _open(config, world, run_dir, resume)
-    if world.rank == 0:  # generate / check the data once before the groups read it
-        Scorer(config)
-    world.Barrier()
     session = Session(config, space, campaign, Scorer(config), number, offset)
     if world.rank == 0:
         action = "resuming" if resume is not None else "starting"
@@ -47,7 +47,7 @@ def run_search(
             f"{world.size // config.ranks_per_group} group(s) of {config.ranks_per_group}",
             flush=True,
         )
-    flag = StopFlag()
+    flag = session.flag
     world.Barrier()
     session.started = time.perf_counter()
     with catch_stop_signals(flag):
@@ -69,8 +69,7 @@ def run_search(
     if world.rank == 0:
         _finish(config, campaign, number, world.size, wall, busy, counters, stopped)
     world.Barrier()
-    launch = f"mpirun -n {world.size} " if world.size > 1 else ""
-    resume_command = f"{launch}evogan search --resume {campaign.path}"
+    resume_command = resume_line("search", campaign.path, world.size)
     if stopped:
         raise RunStopped(resume_command)
     from evogan.search.final import run_final
@@ -83,24 +82,15 @@ def _open(
     config: SearchConfig, world: MPI.Comm, run_dir: Path | None, resume: Path | None
 ) -> tuple[Campaign, int, float]:
     """Rank 0 creates or checks the directory; every rank gets the answer or the same error."""
-    answer: tuple[str, int, float] | str = ""
-    if world.rank == 0:
-        try:
-            if resume is not None:
-                campaign = Campaign.open(resume, config, world.size)
-            else:
-                campaign = Campaign.create(config, world.size, run_dir)
-            answer = (
-                str(campaign.path),
-                campaign.start_session(world.size),
-                campaign.elapsed_offset(),
-            )
-        except EvoganError as exc:
-            answer = str(exc)
-    answer = world.bcast(answer, root=0)
-    if isinstance(answer, str):
-        raise EvoganError(answer)
-    path, number, offset = answer
+
+    def on_rank0() -> tuple[str, int, float]:
+        if resume is not None:
+            campaign = Campaign.open(resume, config, world.size)
+        else:
+            campaign = Campaign.create(config, world.size, run_dir)
+        return str(campaign.path), campaign.start_session(world.size), campaign.elapsed_offset()
+
+    path, number, offset = rank0_decides(on_rank0, world)
     return Campaign(path), number, offset
 
 
@@ -141,8 +131,9 @@ def _finish(
     line = f"search: {summary['candidates_trained']} candidate(s) trained"
     if best is not None:
         line += f", best {best['id']} fitness {best['fitness']:.4f}"
-    line += (
-        f"; {summary['invalid_genomes']['found']} invalid genome(s) never trained; "
+    line += (  # counted as evogan report does: refused before training (rejected, memory)
+        f"; {len(rows) - len(trained(rows))} invalid genome(s) never trained, "
+        f"{summary['invalid_genomes']['repaired']} repaired and trained; "
         f"ranks busy {100 * summary['busy_fraction']['mean']:.1f}% of {wall:.1f} s"
     )
     print(line, flush=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from evogan.config.search import SearchConfig
 from evogan.distributed.mpi import MPI
+from evogan.distributed.signals import StopFlag
 from evogan.islands.session import IslandSession
 from evogan.logs import labelled_stdout
 from evogan.progress import hushed
@@ -41,6 +42,7 @@ class Session:
     busy: float = 0.0  # seconds this rank spent training and scoring candidates
     counters: dict[str, int] = field(default_factory=dict)
     group: int = 0  # this rank's group (island) index, to label the lines its leader prints
+    flag: StopFlag = field(default_factory=StopFlag)  # set by this rank's stop signals
 
     def count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
@@ -100,9 +102,11 @@ def run_job(
             decide=decide,
         )
     session.busy += time.perf_counter() - start
-    ranks = group.allgather(MPI.COMM_WORLD.rank)
+    ranks, raised = zip(*group.allgather((MPI.COMM_WORLD.rank, session.flag.raised)), strict=True)
+    if any(raised):  # a signal on any rank of the group reaches its leader, which decides
+        session.flag.raised = True
     second = session.config.fitness.second_objective
-    extra = {**result.as_row(), "objectives": result.objectives(second), "ranks": ranks}
+    extra = {**result.as_row(), "objectives": result.objectives(second), "ranks": list(ranks)}
     extra["wall_s"] = time.perf_counter() - start
     return session.row(job, extra)
 

@@ -1,0 +1,115 @@
+"""How ``evogan search`` refuses what would fail every candidate, under real ``mpirun -n 2``
+(one group of 2 ranks): bad data or settings end every rank at start with one line and exit 2
+and leave no campaign directory; bad data met inside a training ends the campaign (never one
+candidate) on every rank without a hang; a resume never shrinks ``candidates``."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import yaml
+
+from evogan.config.base import validate
+from evogan.config.search import SearchConfig
+from evogan.data.synthetic import write_synthetic
+from evogan.search import Campaign, resolve_base
+from tests.conftest import REPO, kill_job, launch
+
+TINY = REPO / "configs" / "arch_search_tiny.yaml"
+HANG_S = 120  # a start-up refusal takes about 10 s here; a hung job never ends
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 good showers (32 train, 8 test) and broken copies of them."""
+    folder = tmp_path_factory.mktemp("startup-data")
+    good = write_synthetic(folder / "good.h5", 40, (10.0, 100.0), 1)
+    write_synthetic(folder / "five.h5", 5, (10.0, 100.0), 1)
+    (folder / "not_hdf5.txt").write_text("not a shower file\n")
+    for name in ("nan_energy.h5", "nan_cells.h5"):
+        (folder / name).write_bytes(good.read_bytes())
+    with h5py.File(folder / "nan_energy.h5", "r+") as f:  # event 0: the first rank's share
+        f["energy"][0] = np.nan
+    with h5py.File(folder / "nan_cells.h5", "r+") as f:
+        cells = f["ECAL"][0]
+        cells[10, 10, 10] = np.nan
+        f["ECAL"][0] = cells
+    return folder
+
+
+def _config(folder: Path, data_file: Path) -> Path:
+    """The tiny search on ``data_file``, 2 steps per candidate, in ``folder``."""
+    raw = yaml.safe_load(TINY.read_text())
+    raw["base"] = str(REPO / "configs" / "gan3d_tiny.yaml")
+    raw["budget"] = {"kind": "steps", "amount": 2}
+    raw["fitness"] = {"members": 1, "beta": 0.5, "test_events": 20, "energy_bins": 2}
+    raw["data"] = {"files": [str(data_file)]}
+    path = folder / "search.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _search(*args: str) -> subprocess.CompletedProcess[str]:
+    """``mpirun -n 2 evogan search ARGS``; fails the test (ranks killed) if it hangs."""
+    process = launch(2, ["-m", "evogan", "search", *args])
+    try:
+        out, err = process.communicate(timeout=HANG_S)
+    except subprocess.TimeoutExpired:
+        kill_job(process)
+        pytest.fail(f"evogan search hung for {HANG_S} s: {args}")
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _one_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The one ``evogan: error:`` line of a job that exited 2."""
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "evogan: error:" in line]
+    assert len(errors) == 1, result.stderr[-3000:]
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("data_file", "setting", "expected"),
+    [
+        ("nan_energy.h5", None, "nan_energy.h5: energy of event 0 is nan"),
+        ("not_hdf5.txt", None, "not_hdf5.txt is not an HDF5 file"),
+        ("five.h5", None, "the test split holds 1 event(s), fewer than the 8"),
+        ("good.h5", "fitness.energy_bins=100", "fitness.energy_bins = 100 needs"),
+        ("good.h5", "fitness.test_events=3", "fitness.test_events = 3 is not allowed"),
+    ],
+)
+def test_a_start_that_fails_leaves_no_campaign(
+    tmp_path: Path, data: Path, data_file: str, setting: str | None, expected: str
+) -> None:
+    config = _config(tmp_path, data / data_file)
+    out = tmp_path / "campaign"
+    extra = ["--set", setting] if setting else []
+    line = _one_error(_search(str(config), "--run-dir", str(out), *extra))
+    assert expected in line
+    assert "--bins" not in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["search.yaml"]  # no dir, no temp file
+
+
+def test_bad_cells_inside_training_end_every_rank(tmp_path: Path, data: Path) -> None:
+    """Only the first rank reads the bad event: it must not make a failed candidate of it while
+    its partner waits in the gradient all-reduce."""
+    config = _config(tmp_path, data / "nan_cells.h5")
+    line = _one_error(_search(str(config), "--run-dir", str(tmp_path / "campaign")))
+    assert "nan_cells.h5: ECAL of event 0 holds NaN or inf" in line
+
+
+def test_resume_refuses_fewer_candidates_than_trained(tmp_path: Path, data: Path) -> None:
+    raw = yaml.safe_load(_config(tmp_path, data / "good.h5").read_text())
+    config = resolve_base(validate(SearchConfig, raw, source="test"))
+    campaign = Campaign.create(config, 2, tmp_path / "campaign")
+    for number in range(4):
+        campaign.append("island-0", {"id": f"t{number:05d}", "status": "ok", "fitness": 1.0})
+    stored = (campaign.path / "config.yaml").read_text()
+    args = ["--resume", str(campaign.path), "--force", "--set", "candidates=2"]
+    line = _one_error(_search(*args))
+    assert "candidates = 2 is not allowed" in line and "4 trained" in line
+    assert (campaign.path / "config.yaml").read_text() == stored
