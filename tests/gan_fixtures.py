@@ -7,10 +7,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from evogan.config import load_config
 from evogan.data.writer import ShowerWriter
 from evogan.gan3d.model_file import save_generator
 from evogan.gan3d.networks import Generator, build_models
 from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.store import BEST_MODEL
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "gan3d_tiny.yaml"
@@ -50,3 +52,19 @@ def write_showers(path: Path, n: int, seed: int = 0) -> Path:
     with ShowerWriter(path, (51, 51, 25)) as writer:
         writer.append(ecal, energy, theta)
     return path
+
+
+def tiny_campaign(path: Path, fitness: dict[str, float]) -> Path:
+    """A search campaign directory laid out as ``evogan search`` leaves it: one table row and
+    one tiny generator (member 0) per candidate id, written in ``fitness``'s order (the last
+    is the newest file); a non-finite fitness is a diverged candidate."""
+    from evogan.search.campaign import Campaign
+
+    config = load_config(REPO / "configs" / "arch_search_tiny.yaml", [f"base={TINY}"])
+    campaign = Campaign.create(config, 1, path)
+    for seed, (name, value) in enumerate(fitness.items()):
+        save_tiny_generator(campaign.candidate_dir(name) / "member-0" / BEST_MODEL, seed)
+        status = "ok" if np.isfinite(value) else "nan"
+        row = {"id": name, "status": status, "fitness": value, "params": 100, "flops": 200}
+        campaign.append("island-000", {**row, "member_seeds": [seed], "elapsed_s": seed})
+    return campaign.path

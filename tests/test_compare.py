@@ -17,6 +17,7 @@ from evogan.regressor.rmsprop import train_regressor
 from evogan.search.campaign import Campaign
 from evogan.store import read_metrics, to_json
 from tests.conftest import REPO, evogan
+from tests.gan_fixtures import tiny_campaign
 
 PNG = b"\x89PNG\r\n\x1a\n"
 GAN_SHORT = (
@@ -175,3 +176,30 @@ def test_compare_refuses_a_search_campaign_and_unknown_tasks(tmp_path: Path) -> 
         "and 3DGAN training runs; use evogan report for search campaigns"
     ]
     assert not (tmp_path / "out").exists()
+
+
+def test_an_out_that_cannot_be_made_is_refused_in_one_line(two_runs, tmp_path: Path) -> None:
+    _, ga, _ = two_runs
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    campaign = tiny_campaign(tmp_path / "camp", {"c-best": 2.0})
+    under = (
+        f"evogan: error: --out {afile / 'sub'} cannot be created: {afile} is a file; pass a "
+        "directory (created if missing)"
+    )
+    instead = (
+        f"evogan: error: --out must be a directory, got the file {afile}; pass a directory "
+        "(created if missing)"
+    )
+    for command in (
+        ["compare", str(ga)],
+        ["report", str(campaign)],
+        ["report", str(campaign), "--final"],  # refused before the final test trains
+        ["report", str(campaign), "--reproduce", "c-best:0"],  # refused before re-training
+    ):
+        for out, line in ((afile / "sub", under), (afile, instead)):
+            process = evogan(*command, "--out", str(out))
+            assert process.returncode == 2, command
+            assert process.stderr.strip().splitlines() == [line], command
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "camp"]
+    assert not (campaign / "reproduce").exists() and not (campaign / "final").exists()

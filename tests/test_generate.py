@@ -16,7 +16,7 @@ from evogan.gan3d import precision as precision_module
 from evogan.gan3d.model_file import load_generator
 from evogan.physics.validation import generate_showers
 from tests.conftest import evogan
-from tests.gan_fixtures import save_tiny_generator
+from tests.gan_fixtures import save_tiny_generator, tiny_campaign
 
 
 def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
@@ -83,6 +83,24 @@ def test_generate_errors_are_one_line_and_leave_no_file(tmp_path: Path, capsys) 
         )
         assert "--device cuda: torch sees no GPU here; use --device cpu" in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.glob(".x.h5*")) == []
+
+
+def test_a_search_campaign_is_refused_naming_its_best_generator(tmp_path: Path, capsys) -> None:
+    campaign = tiny_campaign(tmp_path / "camp", {"c-best": 2.0, "c-newest": 5.0})
+    best = campaign / "candidates" / "c-best" / "member-0" / "best_model.h5"
+    out = tmp_path / "x.h5"
+    assert main(["generate", str(campaign), "--events", "2", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"evogan: error: {campaign} is a search campaign, not a run; pass the generator of its "
+        f"best candidate c-best (fitness 2), {best}, or another candidate's (evogan report "
+        f"{campaign} --out DIR ranks them)"
+    )
+    assert not out.exists() and list(tmp_path.glob(".x.h5*")) == []
+    assert main(["generate", str(best), "--events", "2", "--out", str(out)]) == 0
+    from evogan.commands.options import CAMPAIGN_MANIFEST
+    from evogan.search.campaign import MANIFEST
+
+    assert CAMPAIGN_MANIFEST == MANIFEST  # known without importing evogan.search
 
 
 def _six_showers(tmp_path: Path, option: str, value: str) -> tuple[np.ndarray, dict]:

@@ -29,6 +29,7 @@ from evogan.search import resolve_base
 from evogan.search.final import BASELINE, OUTCOME, build_final, final_seeds
 from evogan.search.fitness import member_seeds
 from tests.conftest import REPO, evogan, kill_job, launch, mpirun, terminate_ranks, wait_for
+from tests.gan_fixtures import tiny_campaign
 
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
 
@@ -89,6 +90,17 @@ def test_final_counts_failures_as_worst_and_tests_against_the_baseline(tmp_path:
     assert "| ga (x) | t00001 | 1, 1.1, 1.2, 1.3 |" in table
     assert "yes (p=0.0143)" in table and "(baseline)" in table
     assert "baseline, seed 14: nan: training losses" in table
+
+
+def test_reproduce_of_an_unknown_candidate_says_so(tmp_path: Path) -> None:
+    campaign = tiny_campaign(tmp_path / "camp", {"c-best": 2.0})
+    result = evogan("report", str(campaign), "--reproduce", "nope:0")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"evogan: error: --reproduce nope:0: 'nope' is not a candidate of {campaign}; evogan "
+        f"report {campaign} --out DIR lists the best with their --reproduce commands"
+    ]
+    assert not (campaign / "reproduce").exists()
 
 
 def _env_cache(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from evogan.cli import main
 from evogan.data.synthetic import generate_showers, write_synthetic
 from evogan.data.writer import ShowerWriter
 from tests.conftest import evogan
-from tests.gan_fixtures import save_tiny_generator
+from tests.gan_fixtures import save_tiny_generator, tiny_campaign
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +101,7 @@ def test_run_directory_ensemble_counts_each_generator_once(files: dict, tmp_path
     assert report["score"] == pytest.approx(scores.mean() + 0.5 * scores.std())
     assert report["score"] > report["floor"]["score"] + 3 * report["floor"]["spread"]
     assert "ensemble of 2" in result.stdout and "byte-identical" in result.stdout
+    assert f"scoring {run / 'best_model.h5'}" in result.stdout
 
 
 def _refused(capsys, *args: str) -> str:
@@ -127,6 +129,51 @@ def test_bad_input_gets_one_line(files: dict, tmp_path: Path, capsys) -> None:
     )
     err = _refused(capsys, str(files["gen"]), ref, "--precision", "bf16", "--out", out)
     assert "--precision bf16 runs a generator, but" in err and "holds showers" in err
+    assert not Path(out).exists()
+
+
+def test_an_out_that_cannot_be_made_is_refused_before_reading(files: dict, tmp_path: Path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    gen, ref = str(files["gen"]), str(files["ref"])
+    missing = str(tmp_path / "missing.h5")  # never read: --out is checked first
+    assert _refused(capsys, gen, missing, "--out", str(afile / "sub")) == (
+        f"evogan: error: --out {afile / 'sub'} cannot be created: {afile} is a file; pass a "
+        "directory (created if missing)"
+    )
+    assert _refused(capsys, gen, ref, "--out", str(afile)) == (
+        f"evogan: error: --out must be a directory, got the file {afile}; pass a directory "
+        "(created if missing)"
+    )
+    run = tmp_path / "run"  # the default --out, RUN/validation, is a file
+    run.mkdir()
+    shutil.copy(files["g1"], run / "best_model.h5")
+    (run / "validation").write_text("")
+    err = _refused(capsys, str(run), ref)
+    assert f"got the file {run / 'validation'}" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "run"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_an_out_in_a_read_only_directory_is_refused(files: dict, tmp_path: Path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    err = _refused(capsys, str(files["gen"]), str(files["ref"]), "--out", str(locked / "v"))
+    assert f"no write permission on {locked}" in err
+
+
+def test_a_search_campaign_is_refused_naming_its_best_generator(files: dict, tmp_path, capsys):
+    campaign = tiny_campaign(tmp_path / "camp", {"c-best": 2.0, "c-newest": 5.0})
+    best = campaign / "candidates" / "c-best" / "member-0" / "best_model.h5"
+    ref, out = str(files["ref"]), str(tmp_path / "v")
+    err = _refused(capsys, str(campaign), ref, "--out", out)
+    assert f"{campaign} is a search campaign, not a run" in err
+    assert f"best candidate c-best (fitness 2), {best}, or another" in err
+    err = _refused(capsys, str(files["g1"]), ref, "--ensemble", str(campaign), "--out", out)
+    assert f"best candidate c-best (fitness 2), {best}," in err
+    failed = tiny_campaign(tmp_path / "failed", {"c-nan": math.inf})
+    err = _refused(capsys, str(failed), ref, "--out", out)
+    assert "no candidate trained to the end with status ok yet" in err
     assert not Path(out).exists()
 
 

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evogan.commands.options import check_out_dir
 from evogan.errors import EvoganError
 
 if TYPE_CHECKING:
@@ -44,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
         task = run_task(path)
         refuse(path, task, "compare", ACCEPTS, "use evogan report for search campaigns")
         tasks.append(task)
-    if args.out.exists() and not args.out.is_dir():
-        raise EvoganError(f"--out must be a directory, got the file {args.out}")
+    check_out_dir(args.out)
     regressors = [
         RunRecord.load(p) for p, t in zip(args.runs, tasks, strict=True) if t == ACCEPTS[0]
     ]

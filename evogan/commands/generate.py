@@ -14,7 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
-from evogan.commands.options import add_precision, hint_precision, require_counts
+from evogan.commands.options import add_precision, hint_precision, refuse_campaign, require_counts
 from evogan.errors import EvoganError
 
 CONVOLUTIONS = ("direct", "fft")
@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from evogan.data.writer import ShowerWriter, check_writable
 
     check_writable(args.out)
+    refuse_campaign(args.model)
     import numpy as np
     import torch
 

@@ -1,9 +1,10 @@
 """Arguments shared by the commands: ``--set``, ``--run-dir``, the ``--resume`` grammar,
-``--precision`` and the check of counts."""
+``--precision``, the checks of counts, output directories and generator paths."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from evogan.errors import ConfigError, EvoganError
 from evogan.store.lock import claim
 from evogan.store.rundir import check_run_name
 
+CAMPAIGN_MANIFEST = "campaign.json"
+"""``evogan.search.campaign.MANIFEST``, named here: importing ``evogan.search`` starts MPI."""
+
 
 def require_counts(args: argparse.Namespace, *options: str) -> None:
     """Each named option (``--batch-size``) is a count of at least 1: a one-line error else."""
@@ -23,6 +27,55 @@ def require_counts(args: argparse.Namespace, *options: str) -> None:
         value = getattr(args, option.removeprefix("--").replace("-", "_"))
         if value < 1:
             raise EvoganError(f"{option} must be at least 1, got {value}")
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an output directory that cannot be created or written, before any work: a file
+    in its place or on its path, or no write permission where it would go. Raises
+    ``EvoganError`` (one line)."""
+    place = out
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if place == out and not out.is_dir():
+        raise EvoganError(
+            f"--out must be a directory, got the file {out}; pass a directory (created if missing)"
+        )
+    if not place.is_dir():
+        raise EvoganError(
+            f"--out {out} cannot be created: {place} is a file; pass a directory (created if "
+            "missing)"
+        )
+    if not os.access(place, os.W_OK | os.X_OK):
+        raise EvoganError(
+            f"--out {out} must be writable: no write permission on {place}; pass a directory "
+            "you can write to"
+        )
+
+
+def refuse_campaign(path: Path) -> None:
+    """Refuse a search campaign directory where a generator is wanted, in one line naming the
+    generator of its best candidate (member 0 of the first row of ``evogan report``): the
+    newest generator below a campaign is whichever candidate trained last, not the best."""
+    if not (path / CAMPAIGN_MANIFEST).is_file():
+        return
+    from evogan.gan3d.model_file import find_generator
+    from evogan.search.campaign import Campaign
+    from evogan.search.summary import best_rows
+
+    campaign = Campaign(path)
+    best = best_rows(campaign.rows(), 1)
+    if not best:
+        raise EvoganError(
+            f"{path} is a search campaign with no candidate trained to the end with status ok "
+            "yet; pass a generator file or a gan3d run directory"
+        )
+    row = best[0]
+    generator = find_generator(campaign.candidate_dir(row["id"]) / "member-0")
+    raise EvoganError(
+        f"{path} is a search campaign, not a run; pass the generator of its best candidate "
+        f"{row['id']} (fitness {row['fitness']:.4g}), {generator}, or another candidate's "
+        f"(evogan report {path} --out DIR ranks them)"
+    )
 
 
 def add_precision(parser: argparse.ArgumentParser) -> None:

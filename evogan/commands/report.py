@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from evogan.commands.options import require_counts
+from evogan.commands.options import check_out_dir, require_counts
 from evogan.errors import EvoganError
 
 
@@ -59,16 +59,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.reproduce is not None:
         CampaignRecord.load(args.campaigns[0])  # refuses what is not a campaign, in one line
+        if args.out is not None:
+            check_out_dir(args.out)
         return _reproduce(args)
     if args.out is None:
         raise EvoganError("evogan report needs --out DIR (or --reproduce ID:MEMBER)")
     records = [CampaignRecord.load(path) for path in args.campaigns]  # refuses non-campaigns
+    check_out_dir(args.out)
     if args.final:
         if not _finals(args.campaigns, _again()):
             return 0  # not world rank 0: the report is written once
         records = [CampaignRecord.load(path) for path in args.campaigns]  # with their `final`
-    if args.out.exists() and not args.out.is_dir():
-        raise EvoganError(f"--out must be a directory, got the file {args.out}")
     args.out.mkdir(parents=True, exist_ok=True)
     table = best_table(records, args.top) + final_table(records)
     written = [

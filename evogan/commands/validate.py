@@ -19,7 +19,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from evogan.commands.options import add_precision, hint_precision, require_counts
+from evogan.commands.options import (
+    add_precision,
+    check_out_dir,
+    hint_precision,
+    refuse_campaign,
+    require_counts,
+)
 from evogan.errors import DataError, EvoganError
 
 RANGE_TOLERANCE = 0.05  # of the reference's energy span: sampling noise at the range ends
@@ -69,6 +75,10 @@ class Job:
 
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--events", "--bins", "--batch-size")
+    generated = Path(args.generated)
+    out = args.out or _default_out(generated)
+    check_out_dir(out)
+    generators = _generator_files(generated, args)
     from evogan.data.reader import ShowerDataset, open_files
     from evogan.physics import Reference
 
@@ -79,9 +89,13 @@ def run(args: argparse.Namespace) -> int:
         chunk.ecal, chunk.energy, bins=args.bins, seed=args.seed, theta=theta
     )
     job = Job(reference, chunk, [str(p) for p in dataset.files])
-    generated = Path(args.generated)
-    if generated.is_dir() or _is_generator(generated):
-        _prepare_generators(job, generated, args)
+    say = _printer(args.json)
+    if generators:
+        from evogan.physics.members import unique_members
+
+        job.members, job.notes = unique_members(generators)
+        if generated.is_dir():
+            say(f"scoring {job.members[0]}")
     elif args.precision != "float32":
         raise EvoganError(
             f"--precision {args.precision} runs a generator, but {generated} holds showers; "
@@ -90,11 +104,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         _prepare_showers(job, args)
     report, figures = _score(job, args)
-    say = _printer(args.json)
     for note in job.notes:
         say(f"note: {note}")
     report["floor"] = reference.floor()
-    out = args.out or _default_out(generated)
     _write(report, figures, out, job)
     if args.json:
         from evogan.store import to_json
@@ -126,14 +138,20 @@ def _is_generator(path: Path) -> bool:
         return json.loads(handle.attrs.get("meta", "{}")).get("kind") == KIND
 
 
-def _prepare_generators(job: Job, generated: Path, args: argparse.Namespace) -> None:
+def _generator_files(generated: Path, args: argparse.Namespace) -> list[Path]:
+    """GENERATED's generator and the ``--ensemble`` ones, found before the reference is read
+    so that a wrong directory is refused first; none when GENERATED holds showers."""
+    if not (generated.is_dir() or _is_generator(generated)):
+        return []
+    for path in (generated, *args.ensemble):
+        refuse_campaign(path)
     from evogan.gan3d.model_file import find_generator
-    from evogan.physics.members import expand, unique_members
+    from evogan.physics.members import expand
 
     paths = [find_generator(generated)]
     for extra in args.ensemble:
         paths += expand(extra)
-    job.members, job.notes = unique_members(paths)
+    return paths
 
 
 def _prepare_showers(job: Job, args: argparse.Namespace) -> None:

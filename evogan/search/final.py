@@ -286,9 +286,14 @@ def reproduce_member(
     campaign, config = Campaign(path), campaign_config(path)
     candidate, _, member_text = target.partition(":")
     row = campaign.finished().get(candidate)
+    if row is None:
+        raise EvoganError(
+            f"--reproduce {target}: {candidate!r} is not a candidate of {path}; "
+            f"evogan report {path} --out DIR lists the best with their --reproduce commands"
+        )
     member = int(member_text) if member_text.isdigit() else -1
-    if row is None or not 0 <= member < len(row.get("member_seeds") or []):
-        known = len((row or {}).get("member_seeds") or [])
+    if not 0 <= member < len(row.get("member_seeds") or []):
+        known = len(row.get("member_seeds") or [])
         raise EvoganError(
             f"--reproduce must be ID:MEMBER of a trained candidate of {path} with recorded "
             f"member seeds (MEMBER below {known}), got {target!r}"
