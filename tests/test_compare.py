@@ -191,15 +191,14 @@ def test_an_out_that_cannot_be_made_is_refused_in_one_line(two_runs, tmp_path: P
         f"evogan: error: --out must be a directory, got the file {afile}; pass a directory "
         "(created if missing)"
     )
-    for command in (
-        ["compare", str(ga)],
-        ["report", str(campaign)],
-        ["report", str(campaign), "--final"],  # refused before the final test trains
-        ["report", str(campaign), "--reproduce", "c-best:0"],  # refused before re-training
+    for command, out, line in (  # one shared check: each command once, each case twice
+        (["compare", str(ga)], afile / "sub", under),
+        (["report", str(campaign)], afile, instead),
+        (["report", str(campaign), "--final"], afile / "sub", under),  # before it trains
+        (["report", str(campaign), "--reproduce", "c-best:0"], afile, instead),  # before it trains
     ):
-        for out, line in ((afile / "sub", under), (afile, instead)):
-            process = evogan(*command, "--out", str(out))
-            assert process.returncode == 2, command
-            assert process.stderr.strip().splitlines() == [line], command
+        process = evogan(*command, "--out", str(out))
+        assert process.returncode == 2, command
+        assert process.stderr.strip().splitlines() == [line], command
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "camp"]
     assert not (campaign / "reproduce").exists() and not (campaign / "final").exists()
