@@ -113,11 +113,12 @@ class Scorer:
         return metric_value(result, self.metric)
 
 
-def check_data(config: SearchConfig) -> None:
+def check_data(config: SearchConfig) -> Scorer:
     """Refuse data that would fail every candidate, before the campaign directory exists: files
     that cannot be read, an energy or angle of any train or test event that is not finite (read
     without the cells), too few test events for the score or its energy bins. Makes the
-    synthetic data when no files are given, so one rank calls it before the others read."""
+    synthetic data when no files are given, so one rank calls it before the others read, and
+    returns the scorer it built for them to share."""
     from evogan.data.reader import open_dataset
 
     train, test = open_dataset(config.data, announce=lambda _line: None)
@@ -129,7 +130,7 @@ def check_data(config: SearchConfig) -> None:
             f"fitness score needs (two halves of 4); {_more_test_data(config.data)}"
         )
     _check_bins(config, len(test))
-    Scorer(config)
+    return Scorer(config)
 
 
 def _check_bins(config: SearchConfig, held: int) -> None:

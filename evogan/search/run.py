@@ -11,7 +11,7 @@ from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base
-from evogan.search.fitness import Scorer, check_data
+from evogan.search.fitness import check_data
 from evogan.search.pbt import check_population, pbt_summary, segment_count
 from evogan.search.scheduler import Session
 from evogan.search.space import Space
@@ -37,9 +37,9 @@ def run_search(
         )
     check_population(config, world.size)
     space = Space(config.space, config.spec)
-    rank0_decides(lambda: check_data(config), world)  # before the others read it, and before _open
+    scorer = rank0_decides(lambda: check_data(config), world)  # before _open: nothing written
     campaign, number, offset = _open(config, world, run_dir, resume)
-    session = Session(config, space, campaign, Scorer(config), number, offset)
+    session = Session(config, space, campaign, scorer, number, offset)
     if world.rank == 0:
         action = "resuming" if resume is not None else "starting"
         print(
