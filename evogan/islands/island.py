@@ -165,9 +165,6 @@ class Island:
         if self.migration is not None and due:
             self.migration.send(self.emigrants())
             arrived = self.migration.receive()
-        shared = self.group is not None and self.flag is not None and due
-        if shared and any(self.group.allgather(self.flag.raised)):
-            self.flag.raised = True
         if self.agreement is not None:
             self.agreement.value = self.strategy.elite_fitness
             if due and self._poll_due(started):
@@ -175,8 +172,12 @@ class Island:
                 record["global_best"] = min(
                     self.agreement.global_value, self.strategy.elite_fitness
                 )
-        if self.group is not None and due:
-            arrived, stop = self.group.bcast((arrived, stop), root=0)
+        if self.group is not None and due:  # the leader's news out, every rank's signal in
+            raised = self.flag is not None and self.flag.raised
+            shared = self.group.allgather((arrived, stop, raised))
+            arrived, stop, _ = shared[0]
+            if self.flag is not None and any(signal for *_, signal in shared):
+                self.flag.raised = True  # the leader's next poll agrees the stop
         self.immigrants.extend(arrived)
         record["immigrants"] = len(arrived)
         if stop or checkpoint_due:
