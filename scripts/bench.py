@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from evogan.distributed.launcher import mpirun_prefix
+
 SCRIPTS = Path(__file__).resolve().parent
-
-
-def _mpirun(ranks: int) -> list[str]:
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-    return [launcher, "-n", str(ranks), "--oversubscribe"]
 
 
 def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
@@ -80,7 +76,7 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             "1",
         ],
         "gan_parallel": [
-            *_mpirun(2),
+            *mpirun_prefix(2),
             py,
             str(SCRIPTS / "bench_gan_parallel.py"),
             "--steps",

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import yaml
 
+from evogan.distributed.launcher import mpirun_prefix
+
 BASE = {
     "task": "regressor",
     "seed": 1,
@@ -73,8 +75,7 @@ def start(out: Path, name: str, ranks: int, overrides: dict) -> tuple[subprocess
     shutil.rmtree(run_dir, ignore_errors=True)
     command = [sys.executable, "-m", "evogan", "evolve", str(path), "--run-dir", str(run_dir)]
     if ranks > 1:
-        mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-        command = [mpirun, "-n", str(ranks), "--oversubscribe", *command]
+        command = [*mpirun_prefix(ranks), *command]
     print(f"bench: {name}: {' '.join(command[-6:])} ({ranks} rank(s))", flush=True)
     return subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL), run_dir
 

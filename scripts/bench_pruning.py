@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from evogan.distributed.launcher import mpirun_prefix
 from evogan.distributed.signals import rank_pids
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,8 +64,7 @@ def _run(out: Path, config: Path, minutes: float) -> Path:
     """The campaign, its ranks stopped by SIGTERM after ``minutes`` (a clean stop after the
     running candidates: exit 75)."""
     campaign = out / config.stem
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-    command = [launcher, "-n", "4", "--oversubscribe", sys.executable, "-m", "evogan"]
+    command = [*mpirun_prefix(4), sys.executable, "-m", "evogan"]
     command += ["search", str(config), "--run-dir", str(campaign)]
     with open(out / f"{config.stem}.log", "w") as log:
         process = subprocess.Popen(

@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,7 @@ from evogan.distributed.cost_model import (  # noqa: E402
     straggler_wait,
     sync_step,
 )
+from evogan.distributed.launcher import mpirun_prefix  # noqa: E402
 
 MODEL_RANKS = [2**k for k in range(1, 11)]
 FULL_SPEC = REPO / "configs/gan3d.yaml"
@@ -142,11 +142,6 @@ def _env() -> dict[str, str]:
     )
 
 
-def _mpirun(ranks: int) -> list[str]:
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-    return [launcher, "-n", str(ranks), "--oversubscribe"]
-
-
 def _check_call(command: list[str], what: str) -> None:
     result = subprocess.run(command, env=_env(), stdout=subprocess.DEVNULL)
     if result.returncode != 0:
@@ -227,7 +222,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for ranks in args.ranks:
             path = args.out / f"micro_{ranks}_{round_}.json"
             command = [
-                *_mpirun(ranks),
+                *mpirun_prefix(ranks),
                 sys.executable,
                 __file__,
                 "--micro",
@@ -262,7 +257,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 path = args.out / f"gan_{ranks}_{round_}.json"
                 command = [
-                    *_mpirun(ranks),
+                    *mpirun_prefix(ranks),
                     sys.executable,
                     str(REPO / "scripts/bench_gan_parallel.py"),
                     "--steps",

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from evogan.distributed.launcher import mpirun_prefix
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
 
@@ -40,8 +42,7 @@ def _env(out: Path) -> dict[str, str]:
 
 
 def _mpirun(ranks: int, args: list[str], out: Path, log: Path) -> float:
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-    command = [launcher, "-n", str(ranks), "--oversubscribe", sys.executable, *args]
+    command = [*mpirun_prefix(ranks), sys.executable, *args]
     start = time.perf_counter()
     with open(log, "w") as stream:
         result = subprocess.run(

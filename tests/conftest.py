@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from evogan.distributed.launcher import find_mpirun, mpirun_prefix
 from evogan.distributed.signals import rank_pids, running
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,12 +57,17 @@ def _mca_param_files(folder: Path) -> str:
     ours = folder / "mca-params.conf"
     ours.write_text("btl = ^ofi\n")
     files = [ours, Path.home() / ".openmpi" / "mca-params.conf"]
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or shutil.which(
-        "mpirun"
-    )
+    launcher = find_mpirun()
     if launcher is not None:
         files.append(Path(launcher).resolve().parents[1] / "etc" / "openmpi-mca-params.conf")
     return ",".join(str(f) for f in files)
+
+
+def _mpirun_command(ranks: int, args: list[str]) -> list[str]:
+    try:
+        return [*mpirun_prefix(ranks), sys.executable, *args]
+    except FileNotFoundError as error:
+        pytest.fail(str(error))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -92,12 +98,9 @@ def mpirun(
     ranks: int, args: list[str], timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python args...`` under a real ``mpirun -n ranks`` and return the finished process."""
-    beside_python = shutil.which("mpirun", path=str(Path(sys.executable).parent))
-    launcher = beside_python or shutil.which("mpirun")
-    if launcher is None:
-        pytest.fail("mpirun not found: install the test extras (pip install -e '.[test]')")
-    command = [launcher, "-n", str(ranks), "--oversubscribe", sys.executable, *args]
-    return run_launched(command, env=mpi_env(), cwd=cwd or REPO, timeout=timeout)
+    return run_launched(
+        _mpirun_command(ranks, args), env=mpi_env(), cwd=cwd or REPO, timeout=timeout
+    )
 
 
 def run_launched(
@@ -130,9 +133,8 @@ def evogan(
 def launch(ranks: int, args: list[str]) -> subprocess.Popen:
     """Start ``python args...`` under ``mpirun -n ranks`` in its own session, without waiting
     for it; :func:`kill_job` ends it."""
-    command = ["mpirun", "-n", str(ranks), "--oversubscribe", sys.executable, *args]
     return subprocess.Popen(
-        command,
+        _mpirun_command(ranks, args),
         env=mpi_env(),
         cwd=REPO,
         stdout=subprocess.PIPE,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import optuna
 import pytest
 import yaml
 
+from evogan.distributed.launcher import mpirun_prefix
 from evogan.errors import EXIT_STOPPED
 from evogan.search import Space
 from tests.conftest import REPO, kill_job, launch, mpi_env, mpirun, rank_pid
@@ -246,8 +246,7 @@ def test_a_signal_on_a_groups_second_rank_stops_the_campaign(tmp_path: Path) -> 
 def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int) -> int:
     """Run the campaign ``config`` into ``out``, kill it after ``rows`` table rows; returns
     how many rows it left."""
-    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-    command = [launcher, "-n", "4", "--oversubscribe", sys.executable, "-m", "evogan"]
+    command = [*mpirun_prefix(4), sys.executable, "-m", "evogan"]
     command += ["search", str(config), "--run-dir", str(out)]
     process = subprocess.Popen(
         command,
