@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import h5py
@@ -79,10 +80,51 @@ def test_bad_file_gives_one_line(tmp_path, case):
 
 def test_forced_layout_that_does_not_fit(tmp_path):
     path = write_layout(tmp_path / "s.h5", "evogan", 2)
-    result = evogan("data", "inspect", str(path), "--layout", "fixed25")
+    result = evogan("data", "inspect", str(path), "--set", "data.layout=fixed25")
     assert result.returncode == 2
     assert "missing dataset 'target'; keys present: ECAL, energy, eta, sum, theta" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _renamed_ecal(path, events=6):
+    write_layout(path, "evogan", events)
+    with h5py.File(path, "r+") as f:
+        f.move("ECAL", "HCAL")
+    return path
+
+
+def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path):
+    """The "set data.ecal_key" that an error advises is a setting inspect and validate take,
+    and messages about the cells then name the file's own key."""
+    path = _renamed_ecal(tmp_path / "hcal.h5")
+    refused = evogan("data", "inspect", str(path))
+    assert refused.returncode == 2
+    assert "missing dataset 'ECAL'; keys present: HCAL, energy" in refused.stderr
+    assert "set data.ecal_key to the right key" in refused.stderr
+    read = evogan("data", "inspect", str(path), "--json", "--set", "data.ecal_key=HCAL")
+    assert read.returncode == 0, read.stderr
+    assert '"events": 6' in read.stdout
+    with h5py.File(path, "r+") as f:
+        f["HCAL"][4, 10, 11, 12] = np.nan
+    bad = evogan("data", "inspect", str(path), "--set", "data.ecal_key=HCAL")
+    assert bad.returncode == 2
+    assert "hcal.h5: HCAL of event 4 holds NaN or inf" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("data.train_events=5", "--set data.train_events is not a read setting; allowed here: "),
+        ("run.seed=5", "--set run is not a read setting"),
+        ("data.ecal_scale=-1", "--set: data.ecal_scale = -1 is not allowed"),
+        ("data.layout=raw", "--set: data.layout = 'raw' is not allowed"),
+    ],
+)
+def test_read_settings_are_checked(tmp_path, setting, message):
+    path = write_layout(tmp_path / "s.h5", "evogan", 2)
+    result = evogan("data", "inspect", str(path), "--set", setting)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
 
 def test_directory_and_unmatched_glob(tmp_path):
@@ -90,3 +132,17 @@ def test_directory_and_unmatched_glob(tmp_path):
         open_dataset(DataConfig(files=[str(tmp_path)]))
     with pytest.raises(DataError, match=r"data pattern '.*run_\*\.h5' matched no files"):
         open_dataset(DataConfig(files=[str(tmp_path / "run_*.h5")]))
+
+
+def test_validate_reads_a_reference_with_other_keys(tmp_path):
+    generated = write_layout(tmp_path / "generated.h5", "evogan", 40)
+    reference = _renamed_ecal(tmp_path / "hcal.h5")
+    few = evogan("validate", str(generated), str(reference), "--set", "data.ecal_key=HCAL")
+    assert few.returncode == 2
+    assert "needs at least 8 events, got 6" in few.stderr and "score" not in few.stderr
+    reference = _renamed_ecal(tmp_path / "hcal.h5", 40)
+    out = tmp_path / "scored"
+    args = [str(generated), str(reference), "--bins", "2", "--out", str(out), "--json"]
+    result = evogan("validate", *args, "--set", "data.ecal_key=HCAL")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["reference"] == [str(reference)]

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evogan.commands.options import require_counts
+from evogan.commands.options import add_read_options, read_options, require_counts
 from evogan.errors import EvoganError
 
 
@@ -45,12 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         metavar="FIGURE",
         help="write shower-shape figures, in the format the suffix names (.png, .pdf, .svg)",
     )
-    inspect.add_argument(
-        "--layout",
-        default="auto",
-        choices=["auto", "fixed25", "raw51", "processed51", "evogan"],
-        help="force a layout instead of detecting it from keys and shapes",
-    )
+    add_read_options(inspect, "the file")
     inspect.set_defaults(handler=_inspect)
 
 
@@ -71,18 +66,18 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from evogan.physics.inspect import format_report, inspect_file, scan_file
+    from evogan.physics.inspect import format_report, scan_file, summarise
 
     if args.plot is not None:
         from evogan.plots import figure_format
 
         figure_format(args.plot)
-    scan = scan_file(args.file, layout=args.layout)  # streamed once for the report and figure
-    report = inspect_file(args.file, layout=args.layout, scan=scan)
+    scan = scan_file(args.file, **read_options(args))  # streamed once: report and figure
+    report = summarise(scan)
     if args.plot is not None:
         from evogan.plots.data import plot_inspection
 
-        plot_inspection(args.file, args.plot, layout=args.layout, scan=scan)
+        plot_inspection(scan, args.plot)
     print(json.dumps(report) if args.json else format_report(report))
     if args.plot is not None and not args.json:
         print(f"figures written to {args.plot}")

@@ -1,5 +1,6 @@
 """Arguments shared by the commands: ``--set``, ``--run-dir``, the ``--resume`` grammar,
-``--precision``, the checks of counts, output directories and generator paths."""
+``--precision``, the ``data.*`` settings of commands that read shower files without a config,
+the checks of counts, output directories and generator paths."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from evogan.config import load_config
+from evogan.config.base import StrictModel, apply_overrides, validate
+from evogan.config.data import DataConfig
 from evogan.config.resume import load_run_config
 from evogan.distributed.failure import rank0_decides
 from evogan.errors import ConfigError, EvoganError
@@ -113,6 +117,44 @@ def add_config_options(parser: argparse.ArgumentParser, example: str, run_dir_he
         help=f"override a config value, e.g. --set {example} (repeatable)",
     )
     parser.add_argument("--run-dir", type=Path, help=run_dir_help)
+
+
+READ_KEYS = ("layout", "ecal_key", "energy_key", "ecal_scale")
+"""The ``data`` keys that say how to read a file (:func:`evogan.data.reader.open_file`)."""
+
+
+class _ReadSettings(StrictModel):
+    data: DataConfig = Field(default_factory=DataConfig)
+
+
+def add_read_options(parser: argparse.ArgumentParser, files: str) -> None:
+    """``--set data.KEY=VALUE`` for the :data:`READ_KEYS`, spelled as in a config, so that the
+    data errors' "set data.ecal_key" advice works in every command that reads showers."""
+    keys = ", ".join(f"data.{key}" for key in READ_KEYS)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="data.KEY=VALUE",
+        help=f"how to read {files} where detection falls short, as in a config: {keys} "
+        "(repeatable)",
+    )
+
+
+def read_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--set data.*`` of :func:`add_read_options` as ``open_files`` keywords, checked as
+    a config's ``data`` section is."""
+    raw = apply_overrides({}, args.overrides)
+    section = raw.get("data", {})
+    given = [f"data.{key}" for key in section] if isinstance(section, dict) else ["data"]
+    given += [key for key in raw if key != "data"]
+    other = [key for key in given if key.removeprefix("data.") not in READ_KEYS]
+    if other:
+        allowed = ", ".join(f"data.{key}" for key in READ_KEYS)
+        raise ConfigError(f"--set {other[0]} is not a read setting; allowed here: {allowed}")
+    data = validate(_ReadSettings, raw, source="--set").data
+    return {key: getattr(data, key) for key in READ_KEYS}
 
 
 def add_resume_options(parser: argparse.ArgumentParser, config_help: str) -> None:

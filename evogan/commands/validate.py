@@ -21,8 +21,10 @@ import numpy as np
 
 from evogan.commands.options import (
     add_precision,
+    add_read_options,
     check_out_dir,
     hint_precision,
+    read_options,
     refuse_campaign,
     require_counts,
 )
@@ -57,6 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument("--bins", type=int, default=5, help="equal-count energy bins (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed (same seed, same showers)")
     parser.add_argument("--batch-size", type=int, default=128, help="showers per generator call")
+    add_read_options(parser, "the REFERENCE files")
     add_precision(parser)
     parser.set_defaults(handler=run)
 
@@ -75,15 +78,18 @@ class Job:
 
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--events", "--bins", "--batch-size")
+    read = read_options(args)
     generated = Path(args.generated)
     out = args.out or _default_out(generated)
     check_out_dir(out)
     generators = _generator_files(generated, args)
     from evogan.data.reader import ShowerDataset, open_files
     from evogan.physics import Reference
+    from evogan.physics.score import require_floor_events
 
-    dataset = ShowerDataset.from_files(open_files(args.reference))
+    dataset = ShowerDataset.from_files(open_files(args.reference, **read))
     chunk = dataset.read(args.events)
+    require_floor_events(len(chunk))
     theta = chunk.theta if np.ptp(chunk.theta) > 0 else None
     reference = Reference.from_showers(
         chunk.ecal, chunk.energy, bins=args.bins, seed=args.seed, theta=theta

@@ -116,7 +116,8 @@ def read_segment(segment: Segment, step: int, threshold: float) -> Iterator[Show
                     raise DataError(
                         f"{source.path}: reading events {at}-{end - 1} failed: {first_line(exc)}"
                     ) from None
-                clean_cells(part, layout.ecal_scale, threshold, source.path, at)
+                cells_of = f"{source.path}: {layout.ecal_key}"
+                clean_cells(part, layout.ecal_scale, threshold, cells_of, at)
                 at = end
             lo, hi = start - segment.start, stop - segment.start
             yield ShowerChunk(cells, energy[lo:hi], theta[lo:hi])
@@ -161,7 +162,7 @@ def event_arrays(f: h5py.File, segment: Segment) -> tuple[np.ndarray, np.ndarray
     return energy, theta
 
 
-def clean_cells(cells: np.ndarray, scale: float, threshold: float, path: Path, first: int) -> None:
+def clean_cells(cells: np.ndarray, scale: float, threshold: float, where: str, first: int) -> None:
     """In place: stored units -> GeV, cells below ``threshold`` -> 0, NaN/inf -> DataError.
 
     Called on each freshly read slice while it is in cache. The finiteness test is one sum (any
@@ -175,7 +176,7 @@ def clean_cells(cells: np.ndarray, scale: float, threshold: float, path: Path, f
         bad = np.flatnonzero(~np.isfinite(cells.reshape(len(cells), -1)).all(axis=1))
         if bad.size:  # else the float32 sum merely overflowed
             raise DataError(
-                f"{path}: ECAL of event {first + int(bad[0])} holds NaN or inf; "
+                f"{where} of event {first + int(bad[0])} holds NaN or inf; "
                 "fix or drop that event, or leave the file out"
             )
     if scale != 1.0:

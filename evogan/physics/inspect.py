@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from evogan.data.detector import LAYERS, layer_centres_x0
+from evogan.data.hdf5 import ShowerFile
 from evogan.data.reader import ShowerDataset, open_file
 from evogan.physics import observables as obs
 from evogan.progress import progress
@@ -39,6 +40,7 @@ INSPECT_CHUNK_EVENTS = 500
 class Scan:
     """Per-event observables and per-bin mean profiles of one streamed file."""
 
+    source: ShowerFile
     dataset: ShowerDataset
     edges: np.ndarray
     energy: np.ndarray
@@ -59,9 +61,11 @@ def energy_edges(energy_min: float, energy_max: float) -> np.ndarray:
     return np.linspace(energy_min, energy_max, FALLBACK_BINS + 1)
 
 
-def scan_file(path: str | Path, layout: str = "auto") -> Scan:
-    """Stream ``path`` once and collect everything the report and the figures need."""
-    dataset = ShowerDataset.from_files([open_file(path, layout=layout)])
+def scan_file(path: str | Path, **read: Any) -> Scan:
+    """Stream ``path`` once and collect everything the report and the figures need; ``read``
+    are :func:`~evogan.data.reader.open_file`'s layout settings."""
+    source = open_file(path, **read)
+    dataset = ShowerDataset.from_files([source])
     energy = dataset.energies()
     edges = energy_edges(float(energy.min()), float(energy.max()))
     depth = layer_centres_x0() if dataset.shape[2] == LAYERS else np.arange(dataset.shape[2]) + 0.5
@@ -81,6 +85,7 @@ def scan_file(path: str | Path, layout: str = "auto") -> Scan:
     with np.errstate(divide="ignore", invalid="ignore"):
         profiles = {axis: s / counts[:, None] for axis, s in sums.items()}
     return Scan(
+        source,
         dataset,
         edges,
         energy,
@@ -92,19 +97,20 @@ def scan_file(path: str | Path, layout: str = "auto") -> Scan:
     )
 
 
-def inspect_file(
-    path: str | Path, layout: str = "auto", scan: Scan | None = None
-) -> dict[str, Any]:
-    """The JSON-ready summary of ``path``: counts, energy range, sampling fraction and shower
-    maximum per energy bin, sparsity (from ``scan`` when the caller already streamed the file)."""
-    scan = scan_file(path, layout) if scan is None else scan
-    source = open_file(path, layout=layout)
+def inspect_file(path: str | Path, **read: Any) -> dict[str, Any]:
+    """The JSON-ready summary of ``path``: see :func:`summarise`."""
+    return summarise(scan_file(path, **read))
+
+
+def summarise(scan: Scan) -> dict[str, Any]:
+    """The JSON-ready summary of a scanned file: counts, energy range, sampling fraction and
+    shower maximum per energy bin, sparsity."""
     return {
-        "file": str(path),
+        "file": str(scan.source.path),
         "layout": scan.dataset.layout,
-        "particle": source.particle,
+        "particle": scan.source.particle,
         "shape": list(scan.dataset.shape),
-        "ecal_scale": source.layout.ecal_scale,
+        "ecal_scale": scan.source.layout.ecal_scale,
         "events": len(scan.dataset),
         "energy_min": float(scan.energy.min()),
         "energy_max": float(scan.energy.max()),

@@ -39,6 +39,17 @@ from evogan.physics.separation import histogram_separation, reference_edges, sep
 
 WORST = 100.0
 FLOOR_SPLITS = 6
+FLOOR_MIN_EVENTS = 8
+"""The floor compares two halves of the reference, each of at least 4 showers."""
+
+
+def require_floor_events(events: int) -> None:
+    """A reference of ``events`` showers has a floor; a DataError (before any scoring) if not."""
+    if events < FLOOR_MIN_EVENTS:
+        raise DataError(
+            f"the floor compares two halves of the reference and needs at least "
+            f"{FLOOR_MIN_EVENTS} events, got {events}; pass more reference events"
+        )
 
 
 def equal_count_edges(energy: np.ndarray, bins: int) -> np.ndarray:
@@ -230,12 +241,8 @@ class Reference:
         """The score of one half of the reference against the other, over ``FLOOR_SPLITS``
         random splits (what an independent sample of the truth scores): mean and spread.
         Computed once; ``on_split(score)`` is called after each split (progress displays)."""
+        require_floor_events(len(self.table))
         half = len(self.table) // 2
-        if half < 4:
-            raise DataError(
-                f"the floor compares two halves of the reference and needs at least 8 events, "
-                f"got {len(self.table)}; pass more reference events"
-            )
         if self._floor is None:
             rng = np.random.default_rng(self.seed + 1)
             scores = []

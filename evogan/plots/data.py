@@ -15,22 +15,18 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API renders with Agg, no pyplot state
 
 from evogan.errors import EvoganError
-from evogan.physics.inspect import REFERENCE_SAMPLING_FRACTION, Scan, scan_file
+from evogan.physics.inspect import REFERENCE_SAMPLING_FRACTION, Scan
 from evogan.plots import save_figure
 
 MAX_PROFILE_BINS = 4
 
 
-def plot_inspection(
-    path: str | Path, png: str | Path, layout: str = "auto", scan: Scan | None = None
-) -> Path:
-    """Write the inspection figure of shower file ``path`` to ``png`` (atomically), from
-    ``scan`` when the caller already streamed the file."""
+def plot_inspection(scan: Scan, png: str | Path) -> Path:
+    """Write the inspection figure of a scanned shower file to ``png`` (atomically)."""
     png = Path(png)
     if not png.parent.is_dir():
         raise EvoganError(f"figure directory must exist: {png.parent} does not (create it first)")
-    scan = scan_file(path, layout) if scan is None else scan
-    fig = _figure(scan, Path(path).name)
+    fig = _figure(scan, scan.source.path.name)
     return save_figure(fig, png)
 
 
