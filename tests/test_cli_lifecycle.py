@@ -152,6 +152,21 @@ def test_run_names_cannot_escape_the_run_root(tiny, tmp_path) -> None:
     assert not Path("/tmp/escaped-absolute").exists() and list(tmp_path.iterdir()) == []
 
 
+def test_a_file_where_a_run_directory_belongs_is_named_before_the_data_is_read(
+    tiny, tmp_path
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    started = evogan("evolve", str(tiny), "--run-dir", str(a_file))
+    assert f"run directory {a_file} is a file, not a directory" in one_error(started)
+    assert "data:" not in started.stdout and a_file.read_text() == "mine"
+    for command in ("evolve", "train", "search"):
+        resumed = evogan(command, "--resume", str(a_file))
+        assert f"--resume: run directory {a_file} is a file" in one_error(resumed)
+    absent = evogan("report", str(tmp_path / "absent"), "--out", str(tmp_path / "report"))
+    assert f"campaign directory {tmp_path / 'absent'} is missing" in one_error(absent)
+
+
 def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path) -> None:
     run = tmp_path / "run"
     first = launch(

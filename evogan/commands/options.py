@@ -19,7 +19,7 @@ from evogan.config.resume import load_run_config
 from evogan.distributed.failure import rank0_decides
 from evogan.errors import ConfigError, EvoganError
 from evogan.store.lock import claim
-from evogan.store.rundir import check_run_name
+from evogan.store.rundir import check_new_run_dir, check_run_name
 
 CAMPAIGN_MANIFEST = "campaign.json"
 """``evogan.search.campaign.MANIFEST``, named here: importing ``evogan.search`` starts MPI."""
@@ -202,6 +202,8 @@ def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) ->
         )
     for section in ("run", "campaign"):
         check_run_name(getattr(getattr(config, section, None), "name", None), f"{section}.name")
+    if args.run_dir is not None:  # before the data is read, not after
+        rank0_decides(lambda: check_new_run_dir(args.run_dir))
     return config
 
 

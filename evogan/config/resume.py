@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from evogan.errors import ConfigError
+from evogan.store.rundir import require_directory
 
 # Task -> keys (a trailing ".*" allows the whole section) that --set may change on --resume.
 RESUME_SAFE: dict[str, tuple[str, ...]] = {
@@ -72,8 +73,7 @@ def load_run_config(run: Path, overrides: list[str]) -> BaseModel:
     from evogan.config.base import read_yaml
 
     path = run / "config.yaml"
-    if not run.is_dir():
-        raise ConfigError(f"--resume {run}: no such run directory")
+    require_directory(run, "--resume: run directory", ConfigError)
     if not path.is_file():
         raise ConfigError(f"--resume {run}: not a run directory (no config.yaml)")
     task = read_yaml(path).get("task", "regressor")

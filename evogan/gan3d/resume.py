@@ -17,6 +17,7 @@ from evogan.errors import EvoganError
 from evogan.gan3d import checkpoint as ckpt
 from evogan.store import CONFIG, RunDir
 from evogan.store.lock import resume_line
+from evogan.store.rundir import require_directory
 
 
 def open_run(
@@ -38,8 +39,7 @@ def open_run(
     if run_dir is None:
         raise EvoganError("resume needs the run directory to continue: --resume RUN")
     run = RunDir(run_dir)
-    if not run.path.is_dir():
-        raise EvoganError(f"run directory {run.path} does not exist; nothing to resume")
+    require_directory(run.path, "run directory to resume:")
     marker = ckpt.read_marker(run)
     if marker["world_size"] != world.size:
         raise EvoganError(

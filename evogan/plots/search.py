@@ -19,6 +19,7 @@ from evogan.plots.runs import refuse, run_colours, run_task
 from evogan.search.campaign import CONFIG, SUMMARY, Campaign
 from evogan.search.significance import ALPHA, verdict
 from evogan.search.summary import best_rows, pareto_rows, trained
+from evogan.store.rundir import require_directory
 
 
 @dataclass
@@ -33,8 +34,7 @@ class CampaignRecord:
     @classmethod
     def load(cls, path: str | Path) -> CampaignRecord:
         campaign = Campaign(path)
-        if not campaign.path.is_dir():
-            raise EvoganError(f"campaign directory {campaign.path} does not exist")
+        require_directory(campaign.path, "campaign directory")
         if not (campaign.path / CONFIG).is_file():
             raise EvoganError(
                 f"{campaign.path} is not a search campaign (no {CONFIG}); pass directories "

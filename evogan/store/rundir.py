@@ -41,6 +41,29 @@ def check_run_name(name: str | None, key: str = "run.name") -> None:
         )
 
 
+def check_new_run_dir(target: Path) -> None:
+    """A new run may start in ``target``: it is missing or an empty directory, so that no
+    earlier run (or a file given by mistake) is overwritten."""
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise EvoganError(
+            f"run directory {target} is a file, not a directory; choose a new --run-dir / run.name"
+        )
+    if any(target.iterdir()):
+        raise EvoganError(
+            f"run directory {target} already exists and is not empty; "
+            "choose a new --run-dir / run.name or remove it"
+        )
+
+
+def require_directory(path: Path, what: str, error: type[EvoganError] = EvoganError) -> None:
+    """``path`` is a directory; else one line naming ``what`` was expected and what is there."""
+    if not path.is_dir():
+        found = "a file" if path.exists() else "missing"
+        raise error(f"{what} {path} is {found}; give an existing directory")
+
+
 class RunDir:
     """A run directory; construct with :meth:`create` (new run) or :meth:`open` (read one)."""
 
@@ -74,11 +97,7 @@ class RunDir:
                     target = base / f"{method}-{stamp}-{suffix}"
         else:
             target = Path(path)
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise EvoganError(
-                f"run directory {target} already exists and is not empty; "
-                "choose a new --run-dir / run.name or remove it"
-            )
+        check_new_run_dir(target)
         try:
             target.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -90,8 +109,7 @@ class RunDir:
     def open(cls, path: str | Path) -> RunDir:
         """An existing run directory (must hold a summary or metrics)."""
         run = cls(path)
-        if not run.path.is_dir():
-            raise EvoganError(f"run directory {run.path} does not exist")
+        require_directory(run.path, "run directory")
         if not (run.file(SUMMARY).is_file() or run.file(METRICS).is_file()):
             raise EvoganError(
                 f"{run.path} is not an evogan run directory (no {SUMMARY} or {METRICS})"
