@@ -177,6 +177,25 @@ def test_a_search_campaign_is_refused_naming_its_best_generator(files: dict, tmp
     assert not Path(out).exists()
 
 
+def test_a_directory_of_several_runs_is_refused_as_one_and_taken_as_an_ensemble(
+    files: dict, tmp_path: Path, capsys
+):
+    """A search candidate's folder holds one run per member: its newest generator is no better
+    than the others, so it is not picked as "the" generator; --ensemble takes them all."""
+    candidate = tmp_path / "candidates" / "c-1"
+    for member, generator in enumerate(("g1", "g2")):
+        (candidate / f"member-{member}").mkdir(parents=True)
+        shutil.copy(files[generator], candidate / f"member-{member}" / "best_model.h5")
+    out = tmp_path / "v"
+    err = _refused(capsys, str(candidate), str(files["ref"]), "--out", str(out))
+    assert f"{candidate} holds the generators of 2 runs (member-0, member-1); pass one" in err
+    assert f"or all as --ensemble {candidate}" in err
+    args = [str(files["g1"]), str(files["ref"]), "--ensemble", str(candidate), "--out", str(out)]
+    assert main(["validate", *args, "--events", "60", "--bins", "3", "--json"]) == 0
+    ensemble = json.loads(capsys.readouterr().out)["ensemble"]
+    assert ensemble["models"] == [str(files["g1"]), str(candidate / "member-1" / "best_model.h5")]
+
+
 def test_narrower_generated_energies_warn_and_still_score(files: dict, tmp_path: Path, capsys):
     narrow = _write(tmp_path / "narrow.h5", np.linspace(10.0, 40.0, 30))
     code = main(

@@ -55,7 +55,9 @@ def find_generator(path: str | Path) -> Path:
     """A generator file, or the generator of a run directory.
 
     In a run directory ``best_model.h5`` wins when it is a generator; otherwise the most
-    recently written generator file anywhere below the directory (checkpoints).
+    recently written generator file anywhere below the directory (checkpoints). A directory
+    that holds several runs' ``best_model.h5`` (a search candidate's members, its re-trainings)
+    is refused with them named: the newest of them is no better than the others.
     """
     path = Path(path)
     if path.is_file():
@@ -67,6 +69,14 @@ def find_generator(path: str | Path) -> Path:
     best = path / BEST_MODEL
     if best.is_file() and _is_generator(best):
         return best
+    runs = runs_below(path)
+    if len(runs) > 1:
+        names = ", ".join(str(run.relative_to(path)) for run in runs[:4])
+        more = f" and {len(runs) - 4} more" if len(runs) > 4 else ""
+        raise DataError(
+            f"{path} holds the generators of {len(runs)} runs ({names}{more}); pass one of "
+            f"them, e.g. {runs[0] / BEST_MODEL}, or all as --ensemble {path}"
+        )
     candidates = sorted(
         (p for p in path.rglob("*.h5") if _is_generator(p)),
         key=lambda p: (p.stat().st_mtime, p.name),
@@ -74,6 +84,11 @@ def find_generator(path: str | Path) -> Path:
     if not candidates:
         raise DataError(f"run directory {path} holds no 3DGAN generator file (*.h5 with a spec)")
     return candidates[-1]
+
+
+def runs_below(path: Path) -> list[Path]:
+    """The run directories below ``path`` whose ``best_model.h5`` is a generator, sorted."""
+    return sorted(p.parent for p in path.rglob(BEST_MODEL) if _is_generator(p))
 
 
 def _is_generator(path: Path) -> bool:

@@ -16,7 +16,7 @@ import yaml
 
 from evogan.errors import EvoganError
 from evogan.gan3d.spec import GanSpec
-from evogan.store.rundir import CONFIG
+from evogan.store.rundir import BEST_MODEL, CONFIG
 
 GENERATORS = "generators"  # the per-rank generator folder of a gan3d run
 
@@ -31,12 +31,17 @@ def digest(path: Path) -> str:
 
 
 def expand(path: Path) -> list[Path]:
-    """A run directory's per-rank generators (its generator when it has none); a file as is."""
-    from evogan.gan3d.model_file import find_generator
+    """A run directory's per-rank generators (its generator when it has none); a file as is;
+    a directory of runs (a search candidate's members) each run's."""
+    from evogan.gan3d.model_file import find_generator, runs_below
 
-    if path.is_dir():
-        ranks = sorted((path / GENERATORS).glob("*.h5"))
-        return ranks if ranks else [find_generator(path)]
+    if not path.is_dir():
+        return [find_generator(path)]
+    ranks = sorted((path / GENERATORS).glob("*.h5"))
+    if ranks:
+        return ranks
+    if not (path / BEST_MODEL).is_file() and len(runs := runs_below(path)) > 1:
+        return [member for run in runs for member in expand(run)]
     return [find_generator(path)]
 
 
