@@ -100,7 +100,8 @@ def test_ga_campaign_records_nan_and_never_trains_invalid_genomes(tmp_path: Path
     assert best["genome"]["lr_knob"] == 1.0e-3 and math.isfinite(best["fitness"])
     for row in trained:  # the candidate's run directory holds what was trained
         model = out / "candidates" / row["id"] / "member-0" / "best_model.h5"
-        assert model.is_file()
+        assert model.is_file() and (model.parent / "metrics.jsonl").is_file()
+        assert not (model.parent / "learning_curve.png").exists()  # costs more than training
 
 
 def test_optuna_campaign_and_study_open_with_optuna(tmp_path: Path) -> None:

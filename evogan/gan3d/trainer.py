@@ -241,9 +241,11 @@ class GanTrainer:
         """The generator file of every ensemble member this training yields (after save)."""
         return self.mode.member_files(self.run.path, self.world.size)
 
-    def save(self) -> RunDir:
+    def save(self, learning_curve: bool = True) -> RunDir:
         """Finish the training: complete in-flight communication, write the final models and
-        (rank 0) ``summary.json`` and the learning curve. Nothing is trained afterwards."""
+        (rank 0) ``summary.json`` and, unless ``learning_curve`` is False, the learning curve
+        (a figure costs more than a search candidate's short training). Nothing is trained
+        afterwards."""
         world = self.world
         stats = world.gather(self.parallel.close(), root=0)
         self._close_cadence()
@@ -257,7 +259,8 @@ class GanTrainer:
             if self.validation is not None:
                 result["best_score"] = self.validation.best
             self.run.write_summary(result)
-            draw_learning_curve(self.run)
+            if learning_curve:
+                draw_learning_curve(self.run)
             epochs = self.position.epoch
             print(f"trained {epochs} epoch(s) on {world.size} rank(s); run in {self.run.path}")
         return self.run

@@ -100,7 +100,7 @@ class MemberTraining:
                 if not group.bcast(time.perf_counter() - began < budget.amount, root=0):
                     break
                 trainer.train(epochs=1)
-            trainer.save()  # a diverged member's run directory still shows what it trained
+            trainer.save(learning_curve=False)  # a diverged member's still shows its metrics
         self.check(trainer)
         return trainer.member_files(), inherited
 

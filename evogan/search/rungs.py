@@ -159,7 +159,7 @@ def train_in_rungs(
             raise Pruned(reason)
     files: list[Path] = []
     for member in members:
-        member.trainer.save()
+        member.trainer.save(learning_curve=False)
         member.trainer.close()
         files += member.trainer.member_files()
     return files
@@ -230,5 +230,5 @@ def _rung_score(
 def _close(members: list[_Member]) -> None:
     """Save and free every member training (its run directory shows what it trained)."""
     for member in members:
-        member.trainer.save()
+        member.trainer.save(learning_curve=False)
         member.trainer.close()
