@@ -201,28 +201,6 @@ def test_children_with_matching_shapes_inherit_parent_weights(tmp_path: Path) ->
         assert kinds == (["resume", "epoch"] if parent_ok else ["epoch"])
 
 
-def test_resume_after_kill_keeps_finished_candidates(tmp_path: Path) -> None:
-    config = _config(tmp_path, candidates=6)
-    out = tmp_path / "killed"
-    kill_after_rows(tmp_path, config, out, 2)
-    before = {r["id"]: r for r in _rows(out)}
-    assert 2 <= len(before) < 6, "the campaign must be killed part-way"
-    assert not (out / "summary.json").exists()
-    result = _resume(tmp_path, out, "--force")  # killed: no clean stop was recorded
-    assert result.returncode == 0, result.stderr[-3000:]
-    after = _rows(out)
-    ids = [r["id"] for r in after]
-    assert len(ids) == len(set(ids)) == 6, "no candidate may be trained twice"
-    for row in after:
-        if row["id"] in before:
-            assert row == before[row["id"]]  # finished candidates are kept as they were
-        else:
-            assert row["session"] == 1
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["complete"] and summary["candidates_trained"] == 6
-    assert summary["candidates_trained_this_session"] == 6 - len(before)
-
-
 def test_a_signal_on_a_groups_second_rank_stops_the_campaign(tmp_path: Path) -> None:
     """Only group leaders agree on a stop: a signal on another rank (``kill -TERM`` of one
     process, a node's own shutdown) must reach its leader, as it does in ``evogan train``."""

@@ -93,21 +93,28 @@ def test_ties_within_the_standard_error_are_ranked_by_cost() -> None:
 
 
 def test_totals_after_a_kill_and_resume_equal_an_uninterrupted_campaign(tmp_path: Path) -> None:
-    """Real ``mpirun -n 4``: the same 6 candidates (no migration, so the islands do not depend
+    """Real ``mpirun -n 4``: the same 4 candidates (no migration, so the islands do not depend
     on timing) trained in one session, or killed after two and resumed, give the same totals;
-    ``final`` written between the sessions is kept, and the report shows the totals."""
+    the resume keeps the finished candidates as they were and trains none twice; ``final``
+    written between the sessions is kept, and the report shows the totals."""
     from tests.test_search_campaign import _config, _resume, _rows, _search, kill_after_rows
 
     ga = {"population": 2, "offspring": 2, "invalid": "repair", "migration": {"migrants": 0}}
-    config = _config(tmp_path, candidates=6, ga=ga, final={"top": 0})
+    config = _config(tmp_path, candidates=4, ga=ga, final={"top": 0})
     whole = tmp_path / "whole"
     assert _search(tmp_path, config, "--run-dir", str(whole)).returncode == 0
     killed = tmp_path / "killed"
     before = kill_after_rows(tmp_path, config, killed, 2)
-    assert 2 <= before < 6, "the campaign must be killed part-way"
+    assert 2 <= before < 4, "the campaign must be killed part-way"
+    assert not (killed / "summary.json").exists()
+    finished = {r["id"]: r for r in _rows(killed)}
     Campaign(killed).write_final({"kept": True})
-    result = _resume(tmp_path, killed, "--force")
+    result = _resume(tmp_path, killed, "--force")  # killed: no clean stop was recorded
     assert result.returncode == 0, result.stderr[-3000:]
+    ids = [r["id"] for r in _rows(killed)]
+    assert len(ids) == len(set(ids)) == 4, "no candidate may be trained twice"
+    for row in _rows(killed):
+        assert row == finished[row["id"]] if row["id"] in finished else row["session"] == 1
 
     def genomes(path: Path) -> dict:
         return {r["id"]: r["genome"] for r in _rows(path)}
@@ -118,7 +125,8 @@ def test_totals_after_a_kill_and_resume_equal_an_uninterrupted_campaign(tmp_path
     assert {k: two["totals"][k] for k in counts} == {k: one["totals"][k] for k in counts}
     assert two["final"] == {"kept": True}
     assert [s.get("killed", False) for s in two["sessions"]] == [True, False]
-    assert sum(s["candidates_in_table"] for s in two["sessions"]) == 6
+    assert sum(s["candidates_in_table"] for s in two["sessions"]) == 4
     assert two["sessions"][0]["candidates_in_table"] == before
+    assert two["complete"] and two["candidates_trained_this_session"] == 4 - before
     assert two["candidates_per_hour"] == two["totals"]["candidates_per_hour"] > 0
     assert two["busy_fraction"]["mean"] == two["totals"]["busy"] > 0
