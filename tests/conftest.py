@@ -194,3 +194,18 @@ def write_config(factory: pytest.TempPathFactory, name: str, config: dict) -> Pa
     path.write_text(yaml.safe_dump(config))
     os.environ["EVOGAN_CACHE_DIR"] = str(root / "cache")
     return path
+
+
+TINY_GAN = ["tests/mpi_scripts/train_gan.py", "configs/gan3d_tiny.yaml"]
+TINY_GAN_SIZE = ["--set", "trainer.steps_per_epoch=3", "--set", "trainer.epochs=2"]
+
+
+@pytest.fixture(scope="session")
+def tiny_gan_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted 2-rank sync training of the tiny spec (6 steps, MPI all-reduce): the
+    weights that stopped-and-resumed and other-backend runs of the same steps must end with."""
+    run = tmp_path_factory.mktemp("tiny-gan") / "mpi"
+    args = [*TINY_GAN, "--run-dir", str(run), *TINY_GAN_SIZE, "--set", "trainer.backend=mpi"]
+    done = mpirun(2, args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run

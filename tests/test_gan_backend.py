@@ -27,11 +27,10 @@ from evogan.errors import ConfigError, EvoganError
 from evogan.gan3d.setup import choose_ring_buffers, rank_backend
 from evogan.store import load_weights, read_metrics
 
-from .conftest import evogan, mpirun
+from .conftest import TINY_GAN, TINY_GAN_SIZE, evogan, mpirun
 
-CONFIG = "configs/gan3d_tiny.yaml"
-SCRIPT = "tests/mpi_scripts/train_gan.py"
-SIZE = ["--set", "trainer.steps_per_epoch=3", "--set", "trainer.epochs=2"]
+SCRIPT, CONFIG = TINY_GAN
+SIZE = TINY_GAN_SIZE
 GLOO = ["--set", "trainer.backend=gloo"]
 OUTPUTS = ("best_model.h5", "last_model.h5", "discriminator.h5")
 LOSSES = ("d_loss", "g_loss", "d_energy", "g_ecal_sum")
@@ -50,13 +49,12 @@ def _losses(run: Path) -> list[list[float]]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """2-rank tiny-spec trainings: MPI, gloo, MPI overlapped with backward, and gloo stopped by
-    SIGTERM on rank 1 after its 4th step (epoch 2, step 1)."""
+def runs(tmp_path_factory: pytest.TempPathFactory, tiny_gan_run: Path) -> dict[str, Path]:
+    """2-rank tiny-spec trainings: MPI (shared), gloo, MPI overlapped with backward, and gloo
+    stopped by SIGTERM on rank 1 after its 4th step (epoch 2, step 1)."""
     root = tmp_path_factory.mktemp("gan-backend")
     overlap = ["--set", "trainer.backend=mpi", "--set", "trainer.overlap=true"]
     for name, extra in (
-        ("mpi", ["--set", "trainer.backend=mpi"]),
         ("gloo", GLOO),
         ("mpi-overlap", overlap),
     ):
@@ -65,8 +63,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     signal = ["--signal-rank", "1", "--signal-step", "4"]
     stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "stopped"), *SIZE, *GLOO, *signal])
     assert stopped.returncode == 75, stopped.stderr[-3000:]
-    names = ("mpi", "gloo", "mpi-overlap", "stopped")
-    return {name: root / name for name in names}
+    names = ("gloo", "mpi-overlap", "stopped")
+    return {"mpi": tiny_gan_run, **{name: root / name for name in names}}
 
 
 @pytest.mark.mpi

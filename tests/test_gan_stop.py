@@ -13,30 +13,28 @@ import pytest
 
 from evogan.store import load_weights, read_metrics
 
-from .conftest import evogan, mpirun
+from .conftest import TINY_GAN, TINY_GAN_SIZE, evogan, mpirun
 
 pytestmark = pytest.mark.mpi
 
-CONFIG = "configs/gan3d_tiny.yaml"
-SCRIPT = "tests/mpi_scripts/train_gan.py"
-SIZE = ["--set", "trainer.steps_per_epoch=3", "--set", "trainer.epochs=2"]
+SCRIPT, CONFIG = TINY_GAN
+SIZE = TINY_GAN_SIZE
 OUTPUTS = ("best_model.h5", "last_model.h5", "discriminator.h5")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """An uninterrupted 2-rank run, and one stopped by SIGTERM on rank 1 after its 4th step
-    (epoch 2, step 1), with an untouched copy of the stopped run for the refusal tests."""
+def runs(tmp_path_factory: pytest.TempPathFactory, tiny_gan_run: Path) -> dict[str, Path]:
+    """An uninterrupted 2-rank run (shared), and one stopped by SIGTERM on rank 1 after its
+    4th step (epoch 2, step 1), with an untouched copy of the stopped run for the refusal
+    tests."""
     root = tmp_path_factory.mktemp("gan-stop")
-    straight = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "straight"), *SIZE])
-    assert straight.returncode == 0, straight.stderr[-3000:]
     signal = ["--signal-rank", "1", "--signal-step", "4"]
     stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "run"), *SIZE, *signal])
     assert stopped.returncode == 75, stopped.stderr[-3000:]
     command = f"mpirun -n 2 evogan train --resume {root / 'run'}"
     assert command in stopped.stderr
     shutil.copytree(root / "run", root / "copy")
-    return {"root": root, "straight": root / "straight", "run": root / "run", "copy": root / "copy"}
+    return {"root": root, "straight": tiny_gan_run, "run": root / "run", "copy": root / "copy"}
 
 
 def test_a_stopped_run_holds_a_checkpoint_at_the_agreed_step_and_nothing_half_written(
