@@ -127,7 +127,7 @@ def test_precision_follows_torchs_float32_matmul_setting() -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
-def test_ga_on_cuda_without_a_gpu_is_refused_before_a_run_directory_exists(
+def test_ga_on_cuda_without_a_gpu_is_refused_before_data_or_a_run_directory(
     tmp_path: Path,
 ) -> None:
     run = tmp_path / "run"
@@ -145,4 +145,4 @@ def test_ga_on_cuda_without_a_gpu_is_refused_before_a_run_directory_exists(
     assert done.stderr.strip().splitlines()[-1] == (
         "evogan: error: ga.device = 'cuda' but torch sees no CUDA GPU here; use ga.device: cpu"
     )
-    assert not run.exists()
+    assert not run.exists() and "data:" not in done.stdout  # refused before the data is read

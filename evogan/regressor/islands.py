@@ -29,7 +29,7 @@ from evogan.islands.session import IslandSession
 from evogan.islands.state import CheckpointWriter, read_state
 from evogan.regressor import island_report as report
 from evogan.regressor.data import RegressorData, load_and_check
-from evogan.regressor.problem import RegressorProblem
+from evogan.regressor.problem import RegressorProblem, require_cuda
 from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run
 from evogan.regressor.strategy import build_strategy, method_name, schedules
@@ -62,6 +62,7 @@ class IslandRun:
                 raise EvoganError("--resume needs the run directory to continue")
             run = RunDir(run_dir)
             check_resume_layout(run, world.size, cfg.islands.ranks_per_island)
+        device = rank_gpu(world) if cfg.ga.device == "cuda" else "cpu"  # refused before data
         if not self.rank0:
             world.Barrier()  # rank 0 may be generating the shared default data set
         layout, train, test = load_and_check(cfg, cfg.ga.batch_size, self.announce)
@@ -74,7 +75,7 @@ class IslandRun:
             mutation=cfg.ga.mutation,
             replace_sigma=cfg.ga.replace_sigma,
             eval_block=cfg.ga.eval_block,
-            device=rank_gpu(world) if cfg.ga.device == "cuda" else "cpu",
+            device=device,
             readout=ReadoutStart.from_config(cfg.model),
         )
         session = IslandSession(world, cfg.islands.ranks_per_island, agreement=cfg.migration.mode)
@@ -297,8 +298,8 @@ class _Discard:
 
 
 def rank_gpu(world: Any) -> str:
-    """The GPU of this rank among those of its node (collective), or ``cuda`` where torch sees
-    none, which the problem then refuses in one line."""
+    """The GPU of this rank among those of its node (collective); refused in one line where
+    torch sees none, before any data is read."""
     local, _ = node_position(world)
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return f"cuda:{local % count}" if count else "cuda"
+    require_cuda()
+    return f"cuda:{local % torch.cuda.device_count()}"

@@ -41,6 +41,13 @@ class Minibatch:
 Batch = Minibatch | tuple[Tensor, Tensor]
 
 
+def require_cuda() -> None:
+    """``ga.device: cuda`` needs a GPU torch can see; one line naming the fix where there is
+    none."""
+    if not torch.cuda.is_available():
+        raise ConfigError("ga.device = 'cuda' but torch sees no CUDA GPU here; use ga.device: cpu")
+
+
 class RegressorProblem(DifferentiableProblem):
     """Weights of :class:`~evogan.regressor.network.RegressorNet` as genomes (rows of a tensor).
 
@@ -82,10 +89,8 @@ class RegressorProblem(DifferentiableProblem):
         self.eval_block = eval_block
         self.readout = readout
         self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError(
-                "ga.device = 'cuda' but torch sees no CUDA GPU here; use ga.device: cpu"
-            )
+        if self.device.type == "cuda":
+            require_cuda()
         self._device_x = train.x.to(self.device)
 
     def initial_genomes(self, count: int, generator: torch.Generator) -> Tensor:
