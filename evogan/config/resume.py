@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from evogan.errors import ConfigError
-from evogan.store.rundir import require_directory
+from evogan.store.folders import require_directory
 
 # Task -> keys (a trailing ".*" allows the whole section) that --set may change on --resume.
 RESUME_SAFE: dict[str, tuple[str, ...]] = {

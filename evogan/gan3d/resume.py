@@ -16,8 +16,8 @@ from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 from evogan.gan3d import checkpoint as ckpt
 from evogan.store import CONFIG, RunDir
+from evogan.store.folders import require_directory
 from evogan.store.lock import resume_line
-from evogan.store.rundir import require_directory
 
 
 def open_run(

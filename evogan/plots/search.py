@@ -19,7 +19,7 @@ from evogan.plots.runs import refuse, run_colours, run_task
 from evogan.search.campaign import CONFIG, SUMMARY, Campaign
 from evogan.search.significance import ALPHA, verdict
 from evogan.search.summary import best_rows, pareto_rows, trained
-from evogan.store.rundir import require_directory
+from evogan.store.folders import require_directory
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any
 from evogan.errors import EvoganError
 from evogan.settings import populations_dir
 from evogan.store.atomic import atomic_write
+from evogan.store.folders import require_directory
 from evogan.store.lock import claim
 from evogan.store.metrics import MetricsWriter, read_metrics, to_json
 
@@ -55,13 +56,6 @@ def check_new_run_dir(target: Path) -> None:
             f"run directory {target} already exists and is not empty; "
             "choose a new --run-dir / run.name or remove it"
         )
-
-
-def require_directory(path: Path, what: str, error: type[EvoganError] = EvoganError) -> None:
-    """``path`` is a directory; else one line naming ``what`` was expected and what is there."""
-    if not path.is_dir():
-        found = "a file" if path.exists() else "missing"
-        raise error(f"{what} {path} is {found}; give an existing directory")
 
 
 class RunDir:
