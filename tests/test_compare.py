@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evogan.cli import main
 from evogan.config import load_config
 from evogan.plots.compare import RunRecord, summary_table
 from evogan.plots.runs import run_colours
@@ -178,7 +179,9 @@ def test_compare_refuses_a_search_campaign_and_unknown_tasks(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists()
 
 
-def test_an_out_that_cannot_be_made_is_refused_in_one_line(two_runs, tmp_path: Path) -> None:
+def test_an_out_that_cannot_be_made_is_refused_in_one_line(
+    two_runs, tmp_path: Path, capsys
+) -> None:
     _, ga, _ = two_runs
     afile = tmp_path / "afile"
     afile.write_text("not a directory")
@@ -197,8 +200,7 @@ def test_an_out_that_cannot_be_made_is_refused_in_one_line(two_runs, tmp_path: P
         (["report", str(campaign), "--final"], afile / "sub", under),  # before it trains
         (["report", str(campaign), "--reproduce", "c-best:0"], afile, instead),  # before it trains
     ):
-        process = evogan(*command, "--out", str(out))
-        assert process.returncode == 2, command
-        assert process.stderr.strip().splitlines() == [line], command
+        assert main([*command, "--out", str(out)]) == 2, command
+        assert capsys.readouterr().err.strip().splitlines() == [line], command
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "camp"]
     assert not (campaign / "reproduce").exists() and not (campaign / "final").exists()
