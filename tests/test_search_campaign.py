@@ -44,19 +44,23 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _search(tmp_path: Path, config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _search(
+    tmp_path: Path, config: Path, *extra: str, ranks: int = 4
+) -> subprocess.CompletedProcess[str]:
     os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
     try:
-        return mpirun(4, ["-m", "evogan", "search", str(config), *extra], timeout=120)
+        return mpirun(ranks, ["-m", "evogan", "search", str(config), *extra], timeout=120)
     finally:
         del os.environ["EVOGAN_CACHE_DIR"]
 
 
-def _resume(tmp_path: Path, campaign: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _resume(
+    tmp_path: Path, campaign: Path, *extra: str, ranks: int = 4
+) -> subprocess.CompletedProcess[str]:
     os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
     try:
         args = ["-m", "evogan", "search", "--resume", str(campaign), *extra]
-        return mpirun(4, args, timeout=120)
+        return mpirun(ranks, args, timeout=120)
     finally:
         del os.environ["EVOGAN_CACHE_DIR"]
 
@@ -222,10 +226,10 @@ def test_a_signal_on_a_groups_second_rank_stops_the_campaign(tmp_path: Path) -> 
     assert json.loads((out / "status.json").read_text())["status"] == "stopped"
 
 
-def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int) -> int:
+def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int, ranks: int = 4) -> int:
     """Run the campaign ``config`` into ``out``, kill it after ``rows`` table rows; returns
     how many rows it left."""
-    command = [*mpirun_prefix(4), sys.executable, "-m", "evogan"]
+    command = [*mpirun_prefix(ranks), sys.executable, "-m", "evogan"]
     command += ["search", str(config), "--run-dir", str(out)]
     process = subprocess.Popen(
         command,

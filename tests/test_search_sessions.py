@@ -93,23 +93,24 @@ def test_ties_within_the_standard_error_are_ranked_by_cost() -> None:
 
 
 def test_totals_after_a_kill_and_resume_equal_an_uninterrupted_campaign(tmp_path: Path) -> None:
-    """Real ``mpirun -n 4``: the same 4 candidates (no migration, so the islands do not depend
-    on timing) trained in one session, or killed after two and resumed, give the same totals;
-    the resume keeps the finished candidates as they were and trains none twice; ``final``
-    written between the sessions is kept, and the report shows the totals."""
+    """Real ``mpirun -n 2`` (two groups of one rank): the same 4 candidates (no migration, so
+    the islands do not depend on timing) trained in one session, or killed after two and
+    resumed, give the same totals; the resume keeps the finished candidates as they were and
+    trains none twice; ``final`` written between the sessions is kept, and the report shows
+    the totals."""
     from tests.test_search_campaign import _config, _resume, _rows, _search, kill_after_rows
 
     ga = {"population": 2, "offspring": 2, "invalid": "repair", "migration": {"migrants": 0}}
-    config = _config(tmp_path, candidates=4, ga=ga, final={"top": 0})
+    config = _config(tmp_path, candidates=4, ga=ga, final={"top": 0}, ranks_per_group=1)
     whole = tmp_path / "whole"
-    assert _search(tmp_path, config, "--run-dir", str(whole)).returncode == 0
+    assert _search(tmp_path, config, "--run-dir", str(whole), ranks=2).returncode == 0
     killed = tmp_path / "killed"
-    before = kill_after_rows(tmp_path, config, killed, 2)
+    before = kill_after_rows(tmp_path, config, killed, 2, ranks=2)
     assert 2 <= before < 4, "the campaign must be killed part-way"
     assert not (killed / "summary.json").exists()
     finished = {r["id"]: r for r in _rows(killed)}
     Campaign(killed).write_final({"kept": True})
-    result = _resume(tmp_path, killed, "--force")  # killed: no clean stop was recorded
+    result = _resume(tmp_path, killed, "--force", ranks=2)  # killed: no clean stop recorded
     assert result.returncode == 0, result.stderr[-3000:]
     ids = [r["id"] for r in _rows(killed)]
     assert len(ids) == len(set(ids)) == 4, "no candidate may be trained twice"
