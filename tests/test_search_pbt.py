@@ -75,12 +75,13 @@ def _check_exploit(out: Path, rows: dict[str, dict], row: dict) -> None:
 
 
 def test_pbt_copies_weights_and_hyperparameters_and_records_lineage(tmp_path: Path) -> None:
-    out = tmp_path / "pbt"
-    result = _search(tmp_path, _config(tmp_path), "--run-dir", str(out))
+    out = tmp_path / "pbt"  # two workers of one rank each
+    config = _config(tmp_path, ranks_per_group=1)
+    result = _search(tmp_path, config, "--run-dir", str(out), ranks=2)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {r["id"]: r for r in _rows(out)}
     assert sorted(rows) == [f"w{w:02d}s{s:03d}" for w in range(2) for s in range(3)]
-    assert {tuple(r["ranks"]) for r in rows.values()} == {(0, 1), (2, 3)}
+    assert {tuple(r["ranks"]) for r in rows.values()} == {(0,), (1,)}
     for segment in (1, 2):
         pair = [rows[f"w{w:02d}s{segment:03d}"] for w in range(2)]
         copied = [r for r in pair if r["exploit"]]
@@ -126,7 +127,7 @@ def test_pbt_copies_weights_and_hyperparameters_and_records_lineage(tmp_path: Pa
     assert json.loads(lines[-1])["id"] == "w01s002"
     table.write_text("".join(lines[:-1]))
     write_status(out, RUNNING)  # as a killed session leaves it
-    result = _resume(tmp_path, out, "--force")
+    result = _resume(tmp_path, out, "--force", ranks=2)
     assert result.returncode == 0, result.stderr[-3000:]
     after = {r["id"]: r for r in _rows(out)}
     assert sorted(after) == sorted(rows)
