@@ -85,8 +85,8 @@ def test_forced_layout_that_does_not_fit(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def _renamed_ecal(path, events=6):
-    write_layout(path, "evogan", events)
+def _renamed_ecal(path):
+    write_layout(path, "evogan", 6)
     with h5py.File(path, "r+") as f:
         f.move("ECAL", "HCAL")
     return path

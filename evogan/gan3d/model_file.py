@@ -8,7 +8,7 @@ A generator file is an :mod:`evogan.store.weights` HDF5 file whose ``meta`` hold
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,8 @@ def find_generator(path: str | Path) -> Path:
     best = path / BEST_MODEL
     if best.is_file() and _is_generator(best):
         return best
-    runs = runs_below(path)
+    generators = [p for p in path.rglob("*.h5") if _is_generator(p)]  # each file read once
+    runs = _runs(generators)
     if len(runs) > 1:
         names = ", ".join(str(run.relative_to(path)) for run in runs[:4])
         more = f" and {len(runs) - 4} more" if len(runs) > 4 else ""
@@ -77,18 +78,18 @@ def find_generator(path: str | Path) -> Path:
             f"{path} holds the generators of {len(runs)} runs ({names}{more}); pass one of "
             f"them, e.g. {runs[0] / BEST_MODEL}, or all as --ensemble {path}"
         )
-    candidates = sorted(
-        (p for p in path.rglob("*.h5") if _is_generator(p)),
-        key=lambda p: (p.stat().st_mtime, p.name),
-    )
-    if not candidates:
+    if not generators:
         raise DataError(f"run directory {path} holds no 3DGAN generator file (*.h5 with a spec)")
-    return candidates[-1]
+    return max(generators, key=lambda p: (p.stat().st_mtime, p.name))
 
 
 def runs_below(path: Path) -> list[Path]:
     """The run directories below ``path`` whose ``best_model.h5`` is a generator, sorted."""
-    return sorted(p.parent for p in path.rglob(BEST_MODEL) if _is_generator(p))
+    return _runs(p for p in path.rglob(BEST_MODEL) if _is_generator(p))
+
+
+def _runs(generators: Iterable[Path]) -> list[Path]:
+    return sorted(p.parent for p in generators if p.name == BEST_MODEL)
 
 
 def _is_generator(path: Path) -> bool:
