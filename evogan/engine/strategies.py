@@ -22,6 +22,7 @@ from evogan.engine.operators import draw_seed, splitmix
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, Problem
 from evogan.engine.records import ChildDraw, InitialDraw, rank_safe
 from evogan.engine.seeding import seeded
+from evogan.optimizer import RMSprop
 
 
 def stream_key(streams: Streams) -> int:
@@ -181,11 +182,7 @@ class Hybrid(PlusLambda):
         self.trained: Tensor | None = None
         """``compete``: the weights the last steps gave, a candidate of the next generation."""
         self._weights: torch.nn.Parameter | None = None
-        self._optimizer: torch.optim.Optimizer | None = None
-        # The first optimiser a process builds imports torch's compiler stack (about a second
-        # with torch 2.13): built here, so that the first generation's clock does not count
-        # it, as a gradient run builds its optimiser before its clock starts.
-        torch.optim.RMSprop([torch.zeros(1, requires_grad=True)], lr=lr)
+        self._optimizer: RMSprop | None = None
 
     def propose(self, context: GenerationContext) -> Tensor:
         candidates = super().propose(context)
@@ -232,9 +229,9 @@ class Hybrid(PlusLambda):
         self.elite = trained
         return True
 
-    def _start_optimizer(self) -> torch.optim.Optimizer:
+    def _start_optimizer(self) -> RMSprop:
         self._weights = torch.nn.Parameter(self.elite.detach().clone())
-        self._optimizer = torch.optim.RMSprop([self._weights], lr=self.lr)
+        self._optimizer = RMSprop([self._weights], lr=self.lr)
         return self._optimizer
 
     def strategy_state(self) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from evogan import __version__
 from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 from evogan.gan3d.weight_average import WeightAverage
+from evogan.optimizer import RMSprop
 from evogan.store import load_weights, save_weights
 from evogan.store.rundir import RunDir
 
@@ -37,8 +38,8 @@ class RankState:
 
     generator: torch.nn.Module
     discriminator: torch.nn.Module
-    g_optimizer: torch.optim.Optimizer
-    d_optimizer: torch.optim.Optimizer
+    g_optimizer: RMSprop
+    d_optimizer: RMSprop
     rng: torch.Generator
     buffers: list[torch.Tensor]
     """This rank's floating-point module buffers (batch-norm running statistics)."""
@@ -46,7 +47,7 @@ class RankState:
     """The generator's weight average (``trainer.generator_average``), if on."""
 
 
-def _optimizer_tensors(prefix: str, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+def _optimizer_tensors(prefix: str, optimizer: RMSprop) -> dict[str, torch.Tensor]:
     state = optimizer.state_dict()["state"]
     return {
         f"{prefix}/{index}/{key}": torch.as_tensor(value)

@@ -41,6 +41,7 @@ from evogan.gan3d.networks import (
 )
 from evogan.gan3d.precision import ForwardOptions
 from evogan.gan3d.spec import GanSpec
+from evogan.optimizer import RMSprop
 
 
 class GanStep:
@@ -64,8 +65,8 @@ class GanStep:
         self.shard = (0, 1)  # (rank, ranks) of a synchronous data-parallel run; see sample
         self.discriminator.set_dropout_generator(generator_rng)
         options = {"alpha": spec.rmsprop_alpha, "eps": spec.rmsprop_eps}
-        self.g_optimizer = torch.optim.RMSprop(generator.parameters(), lr=spec.g_lr, **options)
-        self.d_optimizer = torch.optim.RMSprop(discriminator.parameters(), lr=spec.d_lr, **options)
+        self.g_optimizer = RMSprop(generator.parameters(), lr=spec.g_lr, **options)
+        self.d_optimizer = RMSprop(discriminator.parameters(), lr=spec.d_lr, **options)
         self._last_real_sum: torch.Tensor | None = None
         self._last_real: dict[str, torch.Tensor] = {}  # batch features the generator matches
 
