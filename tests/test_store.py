@@ -12,6 +12,7 @@ from evogan.store import (
     RunDir,
     atomic_path,
     atomic_write,
+    load_meta,
     load_weights,
     read_metrics,
     save_weights,
@@ -60,19 +61,20 @@ def test_weights_round_trip_exactly_with_metadata(tmp_path) -> None:
     loaded, meta = load_weights(path)
     assert list(loaded) == list(state)
     assert all(torch.equal(loaded[k], state[k]) for k in state)
-    assert meta == {"method": "ga", "fitness": 0.05}
+    assert meta == load_meta(path) == {"method": "ga", "fitness": 0.05}
 
 
-def test_load_weights_rejects_other_files(tmp_path) -> None:
+@pytest.mark.parametrize("read", [load_weights, load_meta])
+def test_weights_readers_reject_other_files(tmp_path, read) -> None:
     with pytest.raises(DataError, match="does not exist"):
-        load_weights(tmp_path / "missing.h5")
+        read(tmp_path / "missing.h5")
     with h5py.File(tmp_path / "other.h5", "w") as handle:
         handle["ECAL"] = [1.0]
     with pytest.raises(DataError, match="not an evogan weights file"):
-        load_weights(tmp_path / "other.h5")
+        read(tmp_path / "other.h5")
     (tmp_path / "text.h5").write_text("not hdf5")
     with pytest.raises(DataError, match="not a readable HDF5"):
-        load_weights(tmp_path / "text.h5")
+        read(tmp_path / "text.h5")
 
 
 def test_run_dirs_are_named_by_method_and_never_reused(tmp_path) -> None:

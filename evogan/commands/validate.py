@@ -11,12 +11,10 @@ printed next to its independent-sample floor; ``score.json``, ``features.png`` a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from evogan.commands.options import (
@@ -132,27 +130,16 @@ def _floor(reference) -> dict:
         return reference.floor(lambda score: task.advance(1, note=f"split {score:.3f}"))
 
 
-def _is_generator(path: Path) -> bool:
-    from evogan.gan3d.model_file import KIND
-    from evogan.store.weights import FORMAT
-
-    if not path.is_file() or not h5py.is_hdf5(path):
-        return False
-    with h5py.File(path, "r") as handle:
-        if handle.attrs.get("format") != FORMAT:
-            return False
-        return json.loads(handle.attrs.get("meta", "{}")).get("kind") == KIND
-
-
 def _generator_files(generated: Path, args: argparse.Namespace) -> list[Path]:
     """GENERATED's generator and the ``--ensemble`` ones, found before the reference is read
     so that a wrong directory is refused first; none when GENERATED holds showers."""
-    if not (generated.is_dir() or _is_generator(generated)):
+    from evogan.gan3d.model_file import find_generator, is_generator
+    from evogan.physics.members import expand
+
+    if not (generated.is_dir() or is_generator(generated)):
         return []
     for path in (generated, *args.ensemble):
         refuse_campaign(path)
-    from evogan.gan3d.model_file import find_generator
-    from evogan.physics.members import expand
 
     paths = [find_generator(generated)]
     for extra in args.ensemble:

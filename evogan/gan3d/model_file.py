@@ -18,7 +18,7 @@ from evogan.config.base import validate
 from evogan.errors import DataError
 from evogan.gan3d.networks import Generator
 from evogan.gan3d.spec import GanSpec
-from evogan.store import BEST_MODEL, load_weights, save_weights
+from evogan.store import BEST_MODEL, load_meta, load_weights, save_weights
 
 KIND = "gan3d-generator"
 
@@ -67,9 +67,9 @@ def find_generator(path: str | Path) -> Path:
             f"model {path} does not exist; pass a generator .h5 file or a run directory"
         )
     best = path / BEST_MODEL
-    if best.is_file() and _is_generator(best):
+    if best.is_file() and is_generator(best):
         return best
-    generators = [p for p in path.rglob("*.h5") if _is_generator(p)]  # each file read once
+    generators = [p for p in path.rglob("*.h5") if is_generator(p)]
     runs = _runs(generators)
     if len(runs) > 1:
         names = ", ".join(str(run.relative_to(path)) for run in runs[:4])
@@ -85,16 +85,16 @@ def find_generator(path: str | Path) -> Path:
 
 def runs_below(path: Path) -> list[Path]:
     """The run directories below ``path`` whose ``best_model.h5`` is a generator, sorted."""
-    return _runs(p for p in path.rglob(BEST_MODEL) if _is_generator(p))
+    return _runs(p for p in path.rglob(BEST_MODEL) if is_generator(p))
 
 
 def _runs(generators: Iterable[Path]) -> list[Path]:
     return sorted(p.parent for p in generators if p.name == BEST_MODEL)
 
 
-def _is_generator(path: Path) -> bool:
+def is_generator(path: str | Path) -> bool:
+    """Whether ``path`` is a generator file (its metadata read, not its weights)."""
     try:
-        _, meta = load_weights(path)
+        return load_meta(path).get("kind") == KIND
     except DataError:
         return False
-    return meta.get("kind") == KIND

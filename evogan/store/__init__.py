@@ -19,6 +19,7 @@ _LAZY = {
     "METRICS": ".rundir",
     "SUMMARY": ".rundir",
     "RunDir": ".rundir",
+    "load_meta": ".weights",
     "load_weights": ".weights",
     "save_weights": ".weights",
 }

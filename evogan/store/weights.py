@@ -40,12 +40,8 @@ def save_weights(
 def load_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Read a file written by :func:`save_weights`; returns ``(state_dict, meta)``."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"weights file {path} does not exist; pass the best_model.h5 of a run")
     try:
-        with h5py.File(path, "r") as handle:
-            if handle.attrs.get("format") != FORMAT or "tensors" not in handle:
-                raise DataError(f"{path} is not an evogan weights file (format {FORMAT} expected)")
+        with _open(path) as handle:
             meta = json.loads(handle.attrs["meta"])
             group = handle["tensors"]
             tensors = {
@@ -55,3 +51,24 @@ def load_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, A
     except OSError as exc:
         raise DataError(f"{path} is not a readable HDF5 file ({exc})") from None
     return tensors, meta
+
+
+def load_meta(path: str | Path) -> dict[str, Any]:
+    """The ``meta`` of a file written by :func:`save_weights`, without reading its tensors
+    (finding a run's generator among checkpoints of tens of MB each)."""
+    path = Path(path)
+    try:
+        with _open(path) as handle:
+            return json.loads(handle.attrs["meta"])
+    except OSError as exc:
+        raise DataError(f"{path} is not a readable HDF5 file ({exc})") from None
+
+
+def _open(path: Path) -> h5py.File:
+    if not path.is_file():
+        raise DataError(f"weights file {path} does not exist; pass the best_model.h5 of a run")
+    handle = h5py.File(path, "r")
+    if handle.attrs.get("format") != FORMAT or "tensors" not in handle:
+        handle.close()
+        raise DataError(f"{path} is not an evogan weights file (format {FORMAT} expected)")
+    return handle
