@@ -24,11 +24,18 @@ def figure_format(path: str | Path) -> str:
     return suffix
 
 
-def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
+def save_figure(fig: Figure, path: str | Path, dpi: int = 120, tight: bool | None = None) -> Path:
     """Write ``fig`` in the format its suffix names (:func:`figure_format`) through the canvas of
-    a pyplot-free Figure (no global backend state), atomically."""
+    a pyplot-free Figure (no global backend state), atomically.
+
+    ``tight`` crops to the drawn content, which costs a second full draw (a second or more for
+    a figure of many panels); by default only a figure without a layout engine pays it, as a
+    constrained layout already keeps every label on the canvas. A figure with explicit margins
+    passes ``tight=False``."""
     path = Path(path)
     file_format = figure_format(path)
+    if tight is None:
+        tight = fig.get_layout_engine() is None
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=file_format)
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight" if tight else None, format=file_format)
     return path

@@ -30,6 +30,7 @@ from evogan.plots import save_figure
 
 REF = {"color": "black", "label": "reference"}
 GEN = {"color": "tab:red"}
+DPI = 90  # the validation figures are wide: 1,500 px at this resolution
 HIST_BINS = 40  # at most; fewer for small sets (1.5 sqrt(n))
 MOMENTS = (
     ("energy_ratio", "E_total / E_primary"),
@@ -55,6 +56,14 @@ def plot_features(
     headline: str,
     label: str = "generated",
 ) -> Path:
+    """Write :func:`features_figure` to ``png`` (its margins are fixed: no tight box)."""
+    fig = features_figure(reference, generated, headline=headline, label=label)
+    return save_figure(fig, Path(png), dpi=DPI, tight=False)
+
+
+def features_figure(
+    reference: FeatureTable, generated: FeatureTable, *, headline: str, label: str = "generated"
+) -> Figure:
     """Histogram + ratio panel for every scalar feature and the cell spectrum."""
     names = [n for n in reference.scalars if n in generated.scalars]
     panels = len(names) + 1
@@ -91,7 +100,7 @@ def plot_features(
         bottom.set_xlabel(xlabel)
     fig.axes[0].legend(frameon=False, fontsize=8)
     fig.suptitle(headline)
-    return save_figure(fig, Path(png), dpi=90)
+    return fig
 
 
 def _edges(ref: np.ndarray, gen: np.ndarray, bins: int) -> np.ndarray:
@@ -150,6 +159,27 @@ def plot_profiles(
     label: str = "generated",
     generated_std: dict[str, np.ndarray] | None = None,
 ) -> Path:
+    """Write :func:`profiles_figure` to ``png``."""
+    fig = profiles_figure(
+        reference,
+        generated,
+        energy_edges=energy_edges,
+        headline=headline,
+        label=label,
+        generated_std=generated_std,
+    )
+    return save_figure(fig, Path(png), dpi=DPI)
+
+
+def profiles_figure(
+    reference: dict[str, np.ndarray],
+    generated: dict[str, np.ndarray],
+    *,
+    energy_edges: np.ndarray,
+    headline: str,
+    label: str = "generated",
+    generated_std: dict[str, np.ndarray] | None = None,
+) -> Figure:
     """Mean profiles along x, y (mm) and depth, and moments per energy bin.
 
     ``reference``/``generated``: the observables of :func:`evogan.physics.ensemble.observables`
@@ -175,7 +205,7 @@ def plot_profiles(
     _decorate(axes[1, 3], "primary energy (GeV)", "cells > 3e-4 GeV", log=False)
     axes[0, 0].legend(frameon=False, fontsize=8)
     fig.suptitle(headline)
-    return save_figure(fig, Path(png), dpi=90)
+    return fig
 
 
 def _curves(

@@ -160,17 +160,11 @@ def plot_final(records: list[CampaignRecord], path: Path) -> Path | None:
                 color="0.2" if baseline else colour,
                 zorder=4,
             )
-            if not baseline:
-                axis.annotate(
-                    f"vs baseline\np = {block['p_value']:.3g}",
-                    (position + 0.1, max(scores)),
-                    xytext=(0, 6),
-                    textcoords="offset points",
-                    ha="center",
-                    fontsize=8,
-                )
             ticks.append(position)
-            names.append(f"{record.label}\n{'baseline' if baseline else block['id']}")
+            test = (
+                "baseline" if baseline else f"{block['id']}\np = {block['p_value']:.3g} vs baseline"
+            )
+            names.append(f"{record.label}\n{test}")
             values += scores
             position += 1.0
         position += 0.5
