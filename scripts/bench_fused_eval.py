@@ -68,7 +68,11 @@ def worker() -> dict[str, float]:
         index = torch.randperm(5000, generator=generator)[:events]
         times[name] = _milliseconds(lambda g=genomes, i=index: batched_predict(layout, g, x, 4, i))
     net = RegressorNet.from_genome(layout, elite)
-    optimizer = torch.optim.RMSprop(net.parameters(), lr=1e-4)
+    try:  # the optimiser this checkout's runs use (torch's before evogan had its own)
+        from evogan.optimizer import RMSprop
+    except ImportError:
+        RMSprop = torch.optim.RMSprop
+    optimizer = RMSprop(net.parameters(), lr=1e-4)
     batch = x[torch.randperm(5000, generator=generator)[:128]]
     target = torch.rand(128, generator=generator) + 0.5
 
