@@ -99,7 +99,7 @@ class RMSprop:
         for own, group in zip(self.param_groups, groups, strict=True):
             own.update({k: v for k, v in group.items() if k in ("lr", "alpha", "eps")})
             for param, position in zip(own["params"], group["params"], strict=True):
-                slots = saved["state"].get(position, saved["state"].get(str(position)))
+                slots = saved["state"].get(position)
                 if slots is not None:
                     self.state[param] = {
                         "step": torch.as_tensor(slots["step"], dtype=torch.float32).clone(),

@@ -6,8 +6,9 @@ read the file.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,36 +40,32 @@ def save_weights(
 
 def load_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Read a file written by :func:`save_weights`; returns ``(state_dict, meta)``."""
-    path = Path(path)
-    try:
-        with _open(path) as handle:
-            meta = json.loads(handle.attrs["meta"])
-            group = handle["tensors"]
-            tensors = {
-                name: torch.from_numpy(np.array(group[name.replace("/", "|")]))
-                for name in json.loads(handle.attrs["order"])
-            }
-    except OSError as exc:
-        raise DataError(f"{path} is not a readable HDF5 file ({exc})") from None
-    return tensors, meta
+    with _opened(Path(path)) as handle:
+        group = handle["tensors"]
+        tensors = {
+            name: torch.from_numpy(np.array(group[name.replace("/", "|")]))
+            for name in json.loads(handle.attrs["order"])
+        }
+        return tensors, json.loads(handle.attrs["meta"])
 
 
 def load_meta(path: str | Path) -> dict[str, Any]:
     """The ``meta`` of a file written by :func:`save_weights`, without reading its tensors
     (finding a run's generator among checkpoints of tens of MB each)."""
-    path = Path(path)
-    try:
-        with _open(path) as handle:
-            return json.loads(handle.attrs["meta"])
-    except OSError as exc:
-        raise DataError(f"{path} is not a readable HDF5 file ({exc})") from None
+    with _opened(Path(path)) as handle:
+        return json.loads(handle.attrs["meta"])
 
 
-def _open(path: Path) -> h5py.File:
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[h5py.File]:
+    """An evogan weights file open for reading; every failure, while opening or reading, is
+    one DataError naming the file."""
     if not path.is_file():
         raise DataError(f"weights file {path} does not exist; pass the best_model.h5 of a run")
-    handle = h5py.File(path, "r")
-    if handle.attrs.get("format") != FORMAT or "tensors" not in handle:
-        handle.close()
-        raise DataError(f"{path} is not an evogan weights file (format {FORMAT} expected)")
-    return handle
+    try:
+        with h5py.File(path, "r") as handle:
+            if handle.attrs.get("format") != FORMAT or "tensors" not in handle:
+                raise DataError(f"{path} is not an evogan weights file (format {FORMAT} expected)")
+            yield handle
+    except OSError as exc:
+        raise DataError(f"{path} is not a readable HDF5 file ({exc})") from None
