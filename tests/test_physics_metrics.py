@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from evogan.data import detector as det
 from evogan.data.synthetic import generate_showers
-from evogan.physics.classifier import auc, classifier_auc
+from evogan.physics.classifier import auc, average_ranks, classifier_auc
 from evogan.physics.features import shower_features
 from evogan.physics.frechet import fpd, frechet_distance
 from evogan.physics.kernel import kpd, mmd_poly
@@ -92,6 +94,39 @@ def test_auc_known_values_and_classifier_sees_means_and_widths() -> None:
     assert classifier_auc(real, rng.normal(size=(2000, 4)) + 2.0, rng)[0] > 0.95
     wider = rng.normal(size=(2000, 4)) * np.array([2.0, 1, 1, 1])  # same mean: needs x^2 terms
     assert classifier_auc(real, wider, rng)[0] > 0.65
+
+
+def test_average_ranks_are_scipys_rankdata() -> None:
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    for values in (
+        rng.normal(size=1000),
+        np.round(rng.normal(size=1000) * 2) / 2,  # many ties
+        np.array([1.0, np.inf, 2.0, np.inf, -np.inf]),
+        np.array([5.0]),
+        np.array([]),
+    ):
+        np.testing.assert_array_equal(average_ranks(values), stats.rankdata(values))
+    assert np.isnan(average_ranks(np.array([1.0, np.nan, 2.0]))).all()
+
+
+def test_scoring_does_not_import_scipy_stats() -> None:
+    """Every process that scores (search ranks, validation during training) would pay about
+    0.5 s for it."""
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from evogan.physics.classifier import classifier_auc\n"
+        "from evogan.physics.frechet import fpd\n"
+        "import evogan.physics.score, evogan.search.final\n"
+        "rng = np.random.default_rng(0)\n"
+        "classifier_auc(rng.normal(size=(40, 3)), rng.normal(size=(40, 3)), rng)\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
 
 
 def test_sf_term_is_the_mean_relative_error_per_bin() -> None:

@@ -7,12 +7,14 @@ products (a quadratic decision surface sees wrong means, widths and correlations
 without fluctuations), fitted with L-BFGS and an L2 penalty: a second on two cores for a few
 thousand events. It is trained on one half of each set and evaluated on the other; the error is
 the Hanley-McNeil standard error of the AUC.
+
+It needs no ``scipy.stats``: importing it costs about 0.5 s, paid by every process that scores.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special
 
 L2 = 1e-2
 
@@ -30,7 +32,7 @@ def _fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
         z = design @ w
         value = np.logaddexp(0.0, z).sum() - y @ z + 0.5 * L2 * (w[:-1] @ w[:-1])
-        grad = design.T @ (stats.logistic.cdf(z) - y)
+        grad = design.T @ (special.expit(z) - y)
         grad[:-1] += L2 * w[:-1]
         return float(value) / len(y), grad / len(y)
 
@@ -39,10 +41,25 @@ def _fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return optimize.minimize(loss, start, jac=True, method="L-BFGS-B", options=options).x
 
 
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of ``values``, ties sharing their mean rank (``scipy.stats.rankdata``'s
+    default); all NaN if any value is NaN."""
+    values = np.asarray(values, dtype=np.float64)
+    if np.isnan(values).any():
+        return np.full(values.shape, np.nan)
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(values)]
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return ranks
+
+
 def auc(score_pos: np.ndarray, score_neg: np.ndarray) -> tuple[float, float]:
     """ROC AUC (Mann-Whitney, ties counted half) and its Hanley-McNeil standard error."""
     m, n = len(score_pos), len(score_neg)
-    ranks = stats.rankdata(np.concatenate([score_pos, score_neg]))
+    ranks = average_ranks(np.concatenate([score_pos, score_neg]))
     area = (ranks[:m].sum() - m * (m + 1) / 2) / (m * n)
     q1, q2 = area / (2 - area), 2 * area**2 / (1 + area)
     var = (area * (1 - area) + (m - 1) * (q1 - area**2) + (n - 1) * (q2 - area**2)) / (m * n)

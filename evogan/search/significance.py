@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
 
 ALPHA = 0.05  # a candidate "beats the baseline" below this p-value
 EXACT_MAX = 50  # n1 + n2 up to which the exact distribution is used
@@ -54,6 +53,8 @@ def mann_whitney_less(
         method = "exact" if not tied and len(pooled) <= EXACT_MAX else "asymptotic"
     if method == "exact" and tied:
         raise ValueError("the exact Mann-Whitney distribution assumes no ties")
+    from scipy import stats  # about 0.5 s: only the final step and reports test
+
     result = stats.mannwhitneyu(a, b, alternative="less", method=method)
     if (pooled == pooled[0]).all():  # every value tied: no evidence either way
         return MannWhitney(float(result.statistic), 1.0, method)

@@ -43,7 +43,6 @@ def train(comm: MPI.Comm, backend: str, steps: int, global_batch: int) -> dict:
     else:
         group = MpiGroup(comm) if backend == "mpi-overlap" else TorchGroup(comm, backend)
         exchange = OverlappedAllreduce(group, params, bucket_bytes=256)
-    optimizer = torch.optim.SGD(params, lr=0.05)
     data = np.random.default_rng(5)
     target = torch.from_numpy(data.normal(size=(8, 1)).astype(np.float32))
     per_rank = global_batch // comm.size
@@ -51,10 +50,12 @@ def train(comm: MPI.Comm, backend: str, steps: int, global_batch: int) -> dict:
     for _ in range(steps):
         x = torch.from_numpy(data.normal(size=(global_batch, 8)).astype(np.float32))[mine]
         loss = torch.nn.functional.mse_loss(model["head"](model["body"](x)), x @ target)
-        optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
         loss.backward()
         exchange.exchange()
-        optimizer.step()
+        stepped = [p for p in params if p.grad is not None]
+        with torch.no_grad():  # plain SGD: torch.optim would import its compiler stack
+            torch._foreach_add_(stepped, [p.grad for p in stepped], alpha=-0.05)
     stats = exchange.close()
     if group is not None:
         group.close()

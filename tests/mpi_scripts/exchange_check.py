@@ -48,7 +48,6 @@ def train(comm: MPI.Comm, mode: str, args: argparse.Namespace) -> dict:
     else:
         device = "cpu" if mode == "arar-device" else None  # torch tensors handed to MPI
         exchange = RingExchange(layout, params, rma=mode == "rma", device=device)
-    optimizer = torch.optim.SGD(params, lr=0.05)
     data = np.random.default_rng(7)
     target = torch.from_numpy(data.normal(size=(8, 1)).astype(np.float32))
     per_rank = args.global_batch // comm.size
@@ -58,13 +57,14 @@ def train(comm: MPI.Comm, mode: str, args: argparse.Namespace) -> dict:
         x = torch.from_numpy(data.normal(size=(args.global_batch, 8)).astype(np.float32))
         x = x[lo : lo + per_rank]
         loss = torch.nn.functional.mse_loss(model(x), x @ target)
-        optimizer.zero_grad()
+        model.zero_grad(set_to_none=True)
         loss.backward()
         time.sleep(args.slow_seconds if comm.rank == args.slow_rank else args.step_seconds)
         end_of_epoch = (step + 1) % args.steps_per_epoch == 0
         epoch = step // args.steps_per_epoch
         exchange.exchange(outer=end_of_epoch and (epoch + 1) % args.outer_every == 0)
-        optimizer.step()
+        with torch.no_grad():  # plain SGD: torch.optim would import its compiler stack
+            torch._foreach_add_(params, [p.grad for p in params], alpha=-0.05)
         losses.append(loss.item())
     stats = exchange.close()
     layout_view = layout.describe()
