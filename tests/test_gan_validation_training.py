@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from evogan.config import load_config
+from evogan.gan3d import GanTrainer, loop
 from evogan.store import load_weights, read_metrics
 
 from .conftest import evogan
@@ -19,6 +21,7 @@ def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Pat
     run = tmp_path / "run"
     size = ["--set", "trainer.epochs=3", "--set", "trainer.steps_per_epoch=2"]
     validation = ["--set", "trainer.validate_every=1", "--set", "trainer.validation_events=24"]
+    validation += ["--set", "trainer.standing_batches=4"]  # 100 by default: seconds on a CPU
     done = evogan("train", CONFIG, "--run-dir", str(run), *size, *validation)
     assert done.returncode == 0, done.stderr[-3000:]
     records = read_metrics(run / "metrics.jsonl", "validation")
@@ -48,6 +51,24 @@ def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Pat
     assert means and all(not last[k].equal(expected[k]) for k in means)
     statistics = ("running_mean", "running_var", "num_batches_tracked")
     assert all(last[k].equal(expected[k]) for k in expected if not k.endswith(statistics))
+
+
+def test_the_learning_curve_is_redrawn_after_a_validation_at_most_once_a_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(The end of a training always draws it: the test above.)"""
+    drawn = []
+    monkeypatch.setattr(loop, "draw_learning_curve", lambda run: drawn.append(run.metrics()))
+    settings = ["trainer.steps_per_epoch=1", "trainer.validate_every=1", "run.progress_every=1000"]
+    settings += ["trainer.validation_events=24", "trainer.standing_batches=0", "trainer.epochs=4"]
+    with GanTrainer.open(load_config(CONFIG, settings), tmp_path / "run") as trainer:
+        trainer.train(epochs=2)  # two validations within seconds: the first one draws
+        assert len(drawn) == 1
+        assert [r["kind"] for r in drawn[0]].count("validation") == 1
+        monkeypatch.setattr(loop, "CURVE_REDRAW_SECONDS", 0.0)
+        trainer.train(epochs=2)
+        assert len(drawn) == 3
+        assert [r["kind"] for r in drawn[-1]].count("validation") == 4
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ already took and continues exactly where it stopped.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from evogan.progress import progress
 from evogan.store import MetricsWriter, RunDir
 
 LEARNING_CURVE = "learning_curve.png"
+# Validations closer together than this redraw the learning curve only once (the figure takes
+# about 0.5 s on rank 0 while the other ranks wait); the end of a training always draws it.
+CURVE_REDRAW_SECONDS = 60.0
 
 # A rank's shard is read once and kept in memory when it is at most this large.
 CACHE_BYTES = 2 << 30
@@ -190,6 +194,7 @@ class EpochLoop:
         self.metrics: MetricsWriter | None = None
         self.records: list[dict[str, Any]] = []
         self.validated = -1  # global step of the last validation
+        self.curve_drawn = -math.inf  # monotonic time of the last learning-curve draw
         self.started = time.monotonic()
         self.target = 0
 
@@ -318,7 +323,9 @@ class EpochLoop:
                 f"(best {self.validation.best:.4g}); {describe_targets(record['targets'])}",
                 flush=True,
             )
-            draw_learning_curve(self.run)
+            if time.monotonic() - self.curve_drawn >= CURVE_REDRAW_SECONDS:
+                draw_learning_curve(self.run)
+                self.curve_drawn = time.monotonic()
 
     def _checkpoint(self, pos: Position) -> None:
         self._elapsed(pos)
