@@ -364,13 +364,16 @@ def train_gan3d(
     world: MPI.Comm | None = None,
     on_step: Callable[[StepInfo], None] | None = None,
     signals: bool = True,
+    learning_curve: bool = True,
 ) -> RunDir:
     """Train ``config`` on every rank of ``world``; returns the run directory (all ranks).
 
     ``resume`` continues ``run_dir`` from its last committed checkpoint (same rank count,
     spec, data, seed, mode and batch) up to ``trainer.epochs``; otherwise a new run is made.
     With ``signals``, SIGTERM/SIGINT on any rank stops every rank after a checkpoint and
-    raises :class:`RunStopped` (callers with their own stop handling pass False).
+    raises :class:`RunStopped` (callers with their own stop handling pass False). Without
+    ``learning_curve`` no ``learning_curve.png`` is drawn at the end (about a second on a CPU,
+    more than a short training; ``evogan compare RUN`` draws it later).
     """
     world = MPI.COMM_WORLD if world is None else world
     flag = StopFlag()
@@ -378,4 +381,4 @@ def train_gan3d(
     until = config.trainer.epochs
     with catching, GanTrainer(config, run_dir, resume, world, flag, on_step, until) as trainer:
         trainer.train()
-        return trainer.save()
+        return trainer.save(learning_curve)

@@ -71,7 +71,8 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
     config = load_config(args.config, args.overrides)
-    train_gan3d(config, args.run_dir, resume=args.resume, on_step=on_step)
+    # The figure is not what these runs test, and rank 0 would draw it while the others wait.
+    train_gan3d(config, args.run_dir, resume=args.resume, on_step=on_step, learning_curve=False)
 
 
 if __name__ == "__main__":
