@@ -94,6 +94,15 @@ def mpi_env() -> dict[str, str]:
     return env
 
 
+def imported_by(code: str, module: str) -> bool:
+    """Whether running ``code`` in a new Python process imports ``module`` (start-up costs that
+    every rank would pay)."""
+    check = f"{code}\nimport sys\nprint({module!r} in sys.modules)\n"
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1] == "True"
+
+
 def mpirun(
     ranks: int, args: list[str], timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
