@@ -82,6 +82,13 @@ def test_mmd_is_the_unbiased_estimator_term_by_term() -> None:
     with pytest.raises(ValueError, match="at least 2 events"):
         mmd_poly(x[:1], y)
 
+    rng = np.random.default_rng(5)  # sets over several blocks of kernel rows, as whole matrices
+    x, y = rng.normal(size=(300, 4)), rng.normal(size=(257, 4)) + 0.2
+    kxx, kyy, kxy = ((x @ x.T / 4 + 1) ** 3, (y @ y.T / 4 + 1) ** 3, (x @ y.T / 4 + 1) ** 3)
+    xx = (kxx.sum() - np.trace(kxx)) / (300 * 299)
+    yy = (kyy.sum() - np.trace(kyy)) / (257 * 256)
+    assert mmd_poly(x, y) == pytest.approx(xx + yy - 2 * kxy.mean(), rel=1e-9)
+
 
 def test_auc_known_values_and_classifier_sees_means_and_widths() -> None:
     assert auc(np.array([2.0, 3.0]), np.array([0.0, 1.0]))[0] == 1.0
