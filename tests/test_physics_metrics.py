@@ -158,6 +158,26 @@ def test_features_of_a_known_shower() -> None:
     assert table.spectrum[0].sum() == 2 and table.profiles["z"][0, 3] == pytest.approx(1.0)
 
 
+def test_features_over_several_chunks_equal_each_shower_alone() -> None:
+    """The table is built in chunks that share one buffer: a short last chunk, a chunk with
+    non-finite and negative cells, and an empty shower give every shower its own features."""
+    rng = np.random.default_rng(11)
+    ecal = (rng.exponential(0.01, (300, 6, 5, 25)) * (rng.random((300, 6, 5, 25)) < 0.3)).astype(
+        np.float32
+    )
+    ecal[260, 1, 2, 3], ecal[270, 0, 0, 0], ecal[280] = np.inf, -1.0, 0.0
+    energy, theta = rng.uniform(10.0, 100.0, 300), rng.uniform(1.2, 1.9, 300)
+    whole = shower_features(ecal, energy, theta)
+    for i in (0, 255, 256, 260, 270, 280, 299):
+        alone = shower_features(ecal[i : i + 1], energy[i : i + 1], theta[i : i + 1])
+        for name, values in alone.scalars.items():
+            np.testing.assert_allclose(whole.scalars[name][i], values[0], rtol=1e-12, atol=0)
+        for axis, values in alone.profiles.items():
+            np.testing.assert_allclose(whole.profiles[axis][i], values[0], rtol=1e-12, atol=0)
+        np.testing.assert_array_equal(whole.spectrum[i], alone.spectrum[0])
+        assert whole.bad[i] == alone.bad[0] == (i in (260, 280))
+
+
 def test_measured_angle_follows_the_true_angle() -> None:
     rng = np.random.default_rng(4)
     energy = np.full(24, 50.0)

