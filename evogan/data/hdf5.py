@@ -93,35 +93,53 @@ def describe(f: h5py.File, path: Path, layout: Layout) -> ShowerFile:
 
 def read_segment(segment: Segment, step: int, threshold: float) -> Iterator[ShowerChunk]:
     """The segment's showers in chunks of about ``step`` events, whole HDF5 chunks each."""
-    source, layout = segment.file, segment.file.layout
+    source = segment.file
     rows = source.chunk_rows
     step = max(rows, step // rows * rows)  # whole HDF5 chunks per yielded chunk
-    event_bytes = 4 * int(np.prod(source.shape))
-    # Rows per HDF5 read: whole HDF5 chunks, about _READ_BYTES.
-    per_read = max(rows, _READ_BYTES // event_bytes // rows * rows)
     with opened(source.path) as f:
         energy, theta = event_arrays(f, segment)
-        ecal = f[layout.ecal_key]
         start = segment.start
         while start < segment.stop:
             stop = min(segment.stop, (start // step + 1) * step)
             cells = np.empty((stop - start, *source.shape), dtype=np.float32)
-            at = start
-            while at < stop:
-                end = min(stop, (at // per_read + 1) * per_read)
-                part = cells[at - start : end - start]
-                try:
-                    ecal.read_direct(part, np.s_[at:end])
-                except OSError as exc:
-                    raise DataError(
-                        f"{source.path}: reading events {at}-{end - 1} failed: {first_line(exc)}"
-                    ) from None
-                cells_of = f"{source.path}: {layout.ecal_key}"
-                clean_cells(part, layout.ecal_scale, threshold, cells_of, at)
-                at = end
+            read_cells(f, source, start, stop, cells, threshold)
             lo, hi = start - segment.start, stop - segment.start
             yield ShowerChunk(cells, energy[lo:hi], theta[lo:hi])
             start = stop
+
+
+def read_segment_into(
+    segment: Segment, out: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The segment's cells straight into ``out`` (one shower per row): no chunk buffers to
+    fill and copy, so each page of a large read is touched once. Returns energies and angles."""
+    with opened(segment.file.path) as f:
+        energy, theta = event_arrays(f, segment)
+        read_cells(f, segment.file, segment.start, segment.stop, out, threshold)
+    return energy, theta
+
+
+def read_cells(
+    f: h5py.File, source: ShowerFile, start: int, stop: int, out: np.ndarray, threshold: float
+) -> None:
+    """Events ``start:stop`` of the open file into ``out``, in slices of whole HDF5 chunks of
+    about ``_READ_BYTES``, each scaled, thresholded and checked while it is in cache."""
+    layout, rows = source.layout, source.chunk_rows
+    event_bytes = 4 * int(np.prod(source.shape))
+    per_read = max(rows, _READ_BYTES // event_bytes // rows * rows)
+    ecal = f[layout.ecal_key]
+    at = start
+    while at < stop:
+        end = min(stop, (at // per_read + 1) * per_read)
+        part = out[at - start : end - start]
+        try:
+            ecal.read_direct(part, np.s_[at:end])
+        except OSError as exc:
+            raise DataError(
+                f"{source.path}: reading events {at}-{end - 1} failed: {first_line(exc)}"
+            ) from None
+        clean_cells(part, layout.ecal_scale, threshold, f"{source.path}: {layout.ecal_key}", at)
+        at = end
 
 
 @contextmanager

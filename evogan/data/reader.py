@@ -26,6 +26,7 @@ from evogan.data.hdf5 import (
     first_line,
     opened,
     read_segment,
+    read_segment_into,
 )
 from evogan.data.layouts import resolve_layout
 from evogan.errors import DataError
@@ -135,19 +136,18 @@ class ShowerDataset:
             yield from read_segment(segment, step, self.cell_threshold)
 
     def read(self, max_events: int | None = None) -> ShowerChunk:
-        """All events of the view (or the first ``max_events``) in one chunk."""
+        """All events of the view (or the first ``max_events``) in one chunk, each file's cells
+        read straight into it."""
         view = self if max_events is None else self.take(max_events)
         n = len(view)
         ecal = np.empty((n, *view.shape), dtype=np.float32)
         energy = np.empty(n, dtype=np.float32)
         theta = np.empty(n, dtype=np.float32)
         at = 0
-        for chunk in view.iter_chunks():
-            k = len(chunk)
-            ecal[at : at + k], energy[at : at + k], theta[at : at + k] = (
-                chunk.ecal,
-                chunk.energy,
-                chunk.theta,
+        for segment in view._segments:
+            k = segment.stop - segment.start
+            energy[at : at + k], theta[at : at + k] = read_segment_into(
+                segment, ecal[at : at + k], view.cell_threshold
             )
             at += k
         return ShowerChunk(ecal, energy, theta)
