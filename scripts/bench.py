@@ -43,6 +43,14 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             "3",
             "--contiguous",
         ],
+        "validation": [  # evogan validate's steps: read, feature tables, score
+            py,
+            str(SCRIPTS / "bench_validation.py"),
+            "--events",
+            "1000" if quick else "5000",
+            "--rounds",
+            "1" if quick else "3",
+        ],
         "regressor": [
             py,
             str(SCRIPTS / "bench_regressor.py"),

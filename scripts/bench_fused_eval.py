@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench_peers import _spread
+from checkouts import check_against, comparison, interleaved, write_json
 
-REPO = Path(__file__).resolve().parents[1]
 CASES = {  # name: (mutation rate, children, events)
     "generation at rate 0.01: elite + 8 children, 128 events": (0.01, 8, 128),
     "generation at rate 0.1: elite + 8 children, 128 events": (0.1, 8, 128),
@@ -98,37 +95,6 @@ def _milliseconds(call) -> float:
     return statistics.median(timings)
 
 
-def run_checkout(root: Path) -> dict[str, float]:
-    environment = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, __file__, "--worker"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=environment,
-        cwd=root,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def table(results: dict[str, list[dict[str, float]]], against: Path | None) -> list[str]:
-    header = "| case | this checkout, ms |"
-    rule = "|---|---|"
-    if against is not None:
-        header += f" {against}, ms | this / that |"
-        rule += "---|---|"
-    lines = [header, rule]
-    for name in [*CASES, STEP]:
-        mine = [r[name] for r in results["this"]]
-        line = f"| {name} | {_spread(mine, MS)} |"
-        if against is not None:
-            theirs = [r[name] for r in results["that"]]
-            ratio = statistics.median(mine) / statistics.median(theirs)
-            line += f" {_spread(theirs, MS)} | {ratio:.2f} |"
-        lines.append(line)
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", type=Path, help="another evogan checkout to compare with")
@@ -139,23 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(worker()))
         return 0
-    if args.rounds < 1:
-        parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    if args.against is not None and not (args.against / "evogan" / "__init__.py").is_file():
-        parser.error(f"--against {args.against} holds no evogan package; pass a checkout's root")
-    roots = {"this": REPO} if args.against is None else {"this": REPO, "that": args.against}
-    results: dict[str, list[dict[str, float]]] = {key: [] for key in roots}
-    for round_ in range(args.rounds):
-        order = list(roots) if round_ % 2 == 0 else list(reversed(roots))
-        for key in order:
-            results[key].append(run_checkout(roots[key]))
-            print(f"round {round_ + 1}: {key} done", flush=True)
-    lines = table(results, args.against)
+    check_against(parser, args.against, args.rounds)
+    results = interleaved(__file__, args.against, args.rounds)
+    lines = comparison(results, [*CASES, STEP], args.against, "ms", MS)
     print("\n".join(lines))
-    if args.out is not None:
-        from evogan.store import atomic_write
-
-        atomic_write(args.out, json.dumps({"table": lines, "results": results}, indent=1))
+    write_json(args.out, lines, results)
     return 0
 
 
