@@ -141,16 +141,49 @@ def evogan(
 
 def launch(ranks: int, args: list[str]) -> subprocess.Popen:
     """Start ``python args...`` under ``mpirun -n ranks`` in its own session, without waiting
-    for it; :func:`kill_job` ends it."""
-    return subprocess.Popen(
-        _mpirun_command(ranks, args),
-        env=mpi_env(),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    for it to end; :func:`kill_job` ends it."""
+    return start_launched(
+        _mpirun_command(ranks, args), env=mpi_env(), cwd=REPO, start_new_session=True
     )
+
+
+def start_launched(
+    command: list[str], env: dict[str, str], cwd: Path, **options
+) -> subprocess.Popen:
+    """``subprocess.Popen`` of an ``mpirun`` command, returned once one of its ranks runs. A
+    launcher that fails before starting any rank (:data:`LAUNCHER_FLAKE`) is started once
+    more, as in :func:`run_launched`; any other exit before a rank runs fails the test."""
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen(
+            command,
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            **options,
+        )
+
+    process = start()
+    early = _exit_before_a_rank(process)
+    if early is not None and LAUNCHER_FLAKE in early:
+        process = start()
+        early = _exit_before_a_rank(process)
+    if early is not None:
+        pytest.fail(
+            f"`{' '.join(command)}` exited {process.returncode} before any rank ran:\n{early}"
+        )
+    return process
+
+
+def _exit_before_a_rank(process: subprocess.Popen) -> str | None:
+    """None once a rank of ``process`` runs; its stderr if the launcher ends before any does."""
+    while not rank_pids(process.pid):
+        if process.poll() is not None:
+            return process.communicate()[1][-2000:]
+        time.sleep(0.01)
+    return None
 
 
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:

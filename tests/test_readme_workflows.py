@@ -34,7 +34,7 @@ import yaml
 from evogan.cli import build_parser
 from evogan.config import load_config
 from evogan.errors import EXIT_STOPPED, EvoganError
-from tests.conftest import REPO, mpi_env, rank_pids, run_launched
+from tests.conftest import REPO, mpi_env, rank_pids, run_launched, start_launched
 
 README = REPO / "README.md"
 RANKS = 2
@@ -239,14 +239,17 @@ class Workflow:
 
     def stop(self, argv: list[str], task: str, before: set[Path], outcome: Outcome) -> Path | None:
         outcome.ran.append(shlex.join(argv) + "   (then SIGTERM)")
-        process = subprocess.Popen(
-            argv,
-            cwd=self.root,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        if argv[0] == "evogan":
+            process = subprocess.Popen(
+                argv,
+                cwd=self.root,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        else:
+            process = start_launched(argv, env=self.env, cwd=self.root)
         deadline = time.monotonic() + TIMEOUT_S
         run = None
         while time.monotonic() < deadline and process.poll() is None:
