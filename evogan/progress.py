@@ -160,18 +160,17 @@ def progress(
     ``show`` is false on every rank but 0 (and the task then only counts). ``warmup``: units
     whose time the rate and ETA leave out (a training's first step compiles and autotunes).
     ``EVOGAN_PROGRESS`` picks the display: ``auto`` (a bar on a terminal, lines otherwise),
-    ``bar``, ``lines`` or ``off``. Inside :func:`hushed` the task only counts.
+    ``bar``, ``lines`` or ``off``. Inside :func:`hushed` the task only counts. Work that
+    raises prints no last line: the error's own line follows the periodic ones.
     """
     mode = progress_mode() if show and not _hushed else "off"
     if mode == "auto":
         mode = "bar" if sys.stderr.isatty() else "lines"
     task = Task(description, total, unit, sys.stderr if mode == "lines" else None, warmup)
     if mode != "bar":
-        try:
-            yield task
-        finally:
-            if mode == "lines" and task.completed != task._printed:
-                print(task.line(), file=sys.stderr, flush=True)
+        yield task  # work that raises ends without a last count: its error line is the news
+        if mode == "lines" and task.completed != task._printed:
+            print(task.line(), file=sys.stderr, flush=True)
         return
     if _live:
         with _bar_line(_live[-1], task):

@@ -57,6 +57,9 @@ def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["events"] == 120 and math.isfinite(report["score"])
+    shown = result.stderr.splitlines()  # progress of the long steps, as lines off a terminal
+    for step in ("read reference: ", "read generated: 120/120 showers (100%)", "floor: 6/6"):
+        assert any(line.startswith(step) for line in shown), (step, shown)
     floor = report["floor"]
     assert floor["spread"] > 0 and report["score"] < floor["score"] + 3 * floor["spread"]
     for name in ("separation", "classifier_auc", "fpd", "kpd", "sf_error", "bad_fraction"):

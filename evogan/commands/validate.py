@@ -14,6 +14,7 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,10 @@ from evogan.commands.options import (
     require_counts,
 )
 from evogan.errors import DataError, EvoganError
+
+if TYPE_CHECKING:  # the data modules load only when a command reads data
+    from evogan.data import ShowerChunk
+    from evogan.data.reader import ShowerDataset
 
 RANGE_TOLERANCE = 0.05  # of the reference's energy span: sampling noise at the range ends
 
@@ -82,17 +87,15 @@ def run(args: argparse.Namespace) -> int:
     check_out_dir(out)
     generators = _generator_files(generated, args)
     from evogan.data.reader import ShowerDataset, open_files
-    from evogan.physics import Reference
-    from evogan.physics.score import require_floor_events
+    from evogan.physics.score import require_bin_events, require_floor_events
 
     dataset = ShowerDataset.from_files(open_files(args.reference, **read))
-    chunk = dataset.read(args.events)
-    require_floor_events(len(chunk))
-    theta = chunk.theta if np.ptp(chunk.theta) > 0 else None
-    reference = Reference.from_showers(
-        chunk.ecal, chunk.energy, bins=args.bins, seed=args.seed, theta=theta
-    )
-    job = Job(reference, chunk, [str(p) for p in dataset.files])
+    view = dataset.take(args.events)
+    require_floor_events(len(view))
+    require_bin_events(len(view), args.bins)
+    showers, notes = (None, []) if generators else _checked_showers(args, view)
+    reference, chunk = _reference(view, args)
+    job = Job(reference, chunk, [str(p) for p in dataset.files], notes=notes)
     say = _printer(args.json)
     if generators:
         from evogan.physics.members import unique_members
@@ -100,17 +103,12 @@ def run(args: argparse.Namespace) -> int:
         job.members, job.notes = unique_members(generators)
         if generated.is_dir():
             say(f"scoring {job.members[0]}")
-    elif args.precision != "float32":
-        raise EvoganError(
-            f"--precision {args.precision} runs a generator, but {generated} holds showers; "
-            "drop --precision or give a generator file or run directory"
-        )
     else:
-        _prepare_showers(job, args)
+        job.showers = _read(showers, "generated")
     report, figures = _score(job, args)
     for note in job.notes:
         say(f"note: {note}")
-    report["floor"] = reference.floor()
+    report["floor"] = _floor(reference)
     _write(report, figures, out, job)
     if args.json:
         from evogan.store import to_json
@@ -119,6 +117,31 @@ def run(args: argparse.Namespace) -> int:
     else:
         _summary(report, out)
     return 0
+
+
+def _reference(view: ShowerDataset, args: argparse.Namespace) -> tuple[object, ShowerChunk]:
+    """The reference showers read and condensed to features under one progress task: a
+    reference that cannot serve (too few showers per bin, empty ones) ends with its error line
+    alone."""
+    from evogan.physics import Reference
+    from evogan.progress import progress
+
+    with progress("read reference", total=len(view), unit="showers") as task:
+        chunk = view.read(on_read=task.advance)
+        theta = chunk.theta if np.ptp(chunk.theta) > 0 else None
+        reference = Reference.from_showers(
+            chunk.ecal, chunk.energy, bins=args.bins, seed=args.seed, theta=theta
+        )
+    return reference, chunk
+
+
+def _read(view: ShowerDataset, what: str) -> ShowerChunk:
+    """The showers of ``view``, with progress (a large reference on a cluster file system takes
+    minutes to read), once every check that needs no cells has passed."""
+    from evogan.progress import progress
+
+    with progress(f"read {what}", total=len(view), unit="showers") as task:
+        return view.read(on_read=task.advance)
 
 
 def _floor(reference) -> dict:
@@ -147,23 +170,33 @@ def _generator_files(generated: Path, args: argparse.Namespace) -> list[Path]:
     return paths
 
 
-def _prepare_showers(job: Job, args: argparse.Namespace) -> None:
+def _checked_showers(
+    args: argparse.Namespace, reference: ShowerDataset
+) -> tuple[ShowerDataset, list[str]]:
+    """GENERATED's shower files, checked against the reference's cell window and energies
+    before any cells are read (a refusal comes before minutes of reading); with its notes."""
     from evogan.data.reader import ShowerDataset, open_files
 
+    if args.precision != "float32":
+        raise EvoganError(
+            f"--precision {args.precision} runs a generator, but {args.generated} holds "
+            "showers; drop --precision or give a generator file or run directory"
+        )
     if args.ensemble:
         raise EvoganError(
             f"--ensemble needs generators, but GENERATED {args.generated} holds showers; "
             "pass a generator file or run directory"
         )
-    dataset = ShowerDataset.from_files(open_files(args.generated))
-    job.showers = dataset.read(args.events)
-    _check_window(tuple(dataset.shape), job.chunk.ecal.shape[1:], "generated showers")
-    if len(job.showers) < args.bins:
+    view = ShowerDataset.from_files(open_files(args.generated)).take(args.events)
+    _check_window(tuple(view.shape), tuple(reference.shape), "generated showers")
+    if len(view) < args.bins:
         raise DataError(
             f"generated showers must number at least --bins ({args.bins}), got "
-            f"{len(job.showers)}; pass more showers or fewer --bins"
+            f"{len(view)}; pass more showers or fewer --bins"
         )
-    _check_energies(job.showers.energy, job.chunk.energy, job.notes)
+    notes: list[str] = []
+    _check_energies(view.energies(), reference.energies(), notes)
+    return view, notes
 
 
 def _check_window(found: tuple, expected: tuple, what: str) -> None:

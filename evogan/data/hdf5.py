@@ -8,7 +8,7 @@ datasets, shards and train/test splits on top.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,18 +109,28 @@ def read_segment(segment: Segment, step: int, threshold: float) -> Iterator[Show
 
 
 def read_segment_into(
-    segment: Segment, out: np.ndarray, threshold: float
+    segment: Segment,
+    out: np.ndarray,
+    threshold: float,
+    on_read: Callable[[int], object] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The segment's cells straight into ``out`` (one shower per row): no chunk buffers to
-    fill and copy, so each page of a large read is touched once. Returns energies and angles."""
+    fill and copy, so each page of a large read is touched once. Returns energies and angles;
+    ``on_read(showers)`` is called after each slice (progress displays)."""
     with opened(segment.file.path) as f:
         energy, theta = event_arrays(f, segment)
-        read_cells(f, segment.file, segment.start, segment.stop, out, threshold)
+        read_cells(f, segment.file, segment.start, segment.stop, out, threshold, on_read)
     return energy, theta
 
 
 def read_cells(
-    f: h5py.File, source: ShowerFile, start: int, stop: int, out: np.ndarray, threshold: float
+    f: h5py.File,
+    source: ShowerFile,
+    start: int,
+    stop: int,
+    out: np.ndarray,
+    threshold: float,
+    on_read: Callable[[int], object] | None = None,
 ) -> None:
     """Events ``start:stop`` of the open file into ``out``, in slices of whole HDF5 chunks of
     about ``_READ_BYTES``, each scaled, thresholded and checked while it is in cache."""
@@ -139,6 +149,8 @@ def read_cells(
                 f"{source.path}: reading events {at}-{end - 1} failed: {first_line(exc)}"
             ) from None
         clean_cells(part, layout.ecal_scale, threshold, f"{source.path}: {layout.ecal_key}", at)
+        if on_read is not None:
+            on_read(end - at)
         at = end
 
 

@@ -135,9 +135,11 @@ class ShowerDataset:
         for segment in self._segments:
             yield from read_segment(segment, step, self.cell_threshold)
 
-    def read(self, max_events: int | None = None) -> ShowerChunk:
+    def read(
+        self, max_events: int | None = None, on_read: Callable[[int], object] | None = None
+    ) -> ShowerChunk:
         """All events of the view (or the first ``max_events``) in one chunk, each file's cells
-        read straight into it."""
+        read straight into it; ``on_read(showers)`` after each slice (progress displays)."""
         view = self if max_events is None else self.take(max_events)
         n = len(view)
         ecal = np.empty((n, *view.shape), dtype=np.float32)
@@ -147,7 +149,7 @@ class ShowerDataset:
         for segment in view._segments:
             k = segment.stop - segment.start
             energy[at : at + k], theta[at : at + k] = read_segment_into(
-                segment, ecal[at : at + k], view.cell_threshold
+                segment, ecal[at : at + k], view.cell_threshold, on_read
             )
             at += k
         return ShowerChunk(ecal, energy, theta)

@@ -52,6 +52,16 @@ def require_floor_events(events: int) -> None:
         )
 
 
+def require_bin_events(events: int, bins: int) -> None:
+    """A reference of ``events`` showers fills ``bins`` equal-count energy bins; a DataError
+    (before any scoring) if not."""
+    if events < max(bins, 2):
+        raise DataError(
+            f"the reference needs at least as many events as energy bins ({bins}), "
+            f"got {events}; pass more events or fewer --bins"
+        )
+
+
 def equal_count_edges(energy: np.ndarray, bins: int) -> np.ndarray:
     """``bins`` equal-count energy bins spanning ``energy`` (duplicates merged)."""
     energy = np.asarray(energy, dtype=np.float64)
@@ -110,11 +120,7 @@ class Reference:
     """Reference showers condensed to features once; scores any number of generated sets."""
 
     def __init__(self, table: FeatureTable, bins: int = 5, seed: int = 0) -> None:
-        if len(table) < max(bins, 2):
-            raise DataError(
-                f"the reference needs at least as many events as energy bins ({bins}), "
-                f"got {len(table)}; pass more events or fewer --bins"
-            )
+        require_bin_events(len(table), bins)
         if table.bad.any():
             raise DataError(
                 f"the reference must not contain empty or non-finite showers, got "
