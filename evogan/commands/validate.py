@@ -29,9 +29,10 @@ from evogan.commands.options import (
 )
 from evogan.errors import DataError, EvoganError
 
-if TYPE_CHECKING:  # the data modules load only when a command reads data
+if TYPE_CHECKING:  # these load only when the command reads and scores data
     from evogan.data import ShowerChunk
     from evogan.data.reader import ShowerDataset
+    from evogan.physics import Reference
 
 RANGE_TOLERANCE = 0.05  # of the reference's energy span: sampling noise at the range ends
 
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reference(view: ShowerDataset, args: argparse.Namespace) -> tuple[object, ShowerChunk]:
+def _reference(view: ShowerDataset, args: argparse.Namespace) -> tuple[Reference, ShowerChunk]:
     """The reference showers read and condensed to features under one progress task: a
     reference that cannot serve (too few showers per bin, empty ones) ends with its error line
     alone."""
