@@ -4,11 +4,14 @@ epochs, the best generator kept as best_model.h5, a learning curve; bad settings
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
 
 from evogan.config import load_config
+from evogan.distributed.signals import StopFlag
+from evogan.errors import RunStopped
 from evogan.gan3d import GanTrainer, loop
 from evogan.store import load_weights, read_metrics
 
@@ -53,15 +56,18 @@ def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Pat
     assert all(last[k].equal(expected[k]) for k in expected if not k.endswith(statistics))
 
 
+VALIDATE_EACH_STEP = ["trainer.steps_per_epoch=1", "trainer.validate_every=1"]
+VALIDATE_EACH_STEP += ["trainer.validation_events=24", "trainer.standing_batches=0"]
+VALIDATE_EACH_STEP += ["trainer.epochs=4", "run.progress_every=1000"]
+
+
 def test_the_learning_curve_is_redrawn_after_a_validation_at_most_once_a_minute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """(The end of a training always draws it: the test above.)"""
     drawn = []
     monkeypatch.setattr(loop, "draw_learning_curve", lambda run: drawn.append(run.metrics()))
-    settings = ["trainer.steps_per_epoch=1", "trainer.validate_every=1", "run.progress_every=1000"]
-    settings += ["trainer.validation_events=24", "trainer.standing_batches=0", "trainer.epochs=4"]
-    with GanTrainer.open(load_config(CONFIG, settings), tmp_path / "run") as trainer:
+    with GanTrainer.open(load_config(CONFIG, VALIDATE_EACH_STEP), tmp_path / "run") as trainer:
         trainer.train(epochs=2)  # two validations within seconds: the first one draws
         assert len(drawn) == 1
         assert [r["kind"] for r in drawn[0]].count("validation") == 1
@@ -69,6 +75,24 @@ def test_the_learning_curve_is_redrawn_after_a_validation_at_most_once_a_minute(
         trainer.train(epochs=2)
         assert len(drawn) == 3
         assert [r["kind"] for r in drawn[-1]].count("validation") == 4
+
+
+def test_a_stop_draws_the_validations_the_learning_curve_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn = []
+    monkeypatch.setattr(loop, "draw_learning_curve", lambda run: drawn.append(run.metrics()))
+    stop = StopFlag()
+    config = load_config(CONFIG, VALIDATE_EACH_STEP)
+    with GanTrainer.open(config, tmp_path / "run", stop=stop) as trainer:
+        trainer.train(epochs=2)  # the second validation came too soon after the first draw
+        assert [r["kind"] for r in drawn[-1]].count("validation") == 1
+        stop.set(signal.SIGTERM)
+        with pytest.raises(RunStopped):
+            trainer.train(epochs=1)
+    assert len(drawn) == 2
+    assert [r["kind"] for r in drawn[-1]].count("validation") == 2
+    assert drawn[-1][-1]["kind"] == "stop"
 
 
 @pytest.mark.parametrize(

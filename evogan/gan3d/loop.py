@@ -34,7 +34,8 @@ from evogan.store import MetricsWriter, RunDir
 
 LEARNING_CURVE = "learning_curve.png"
 # Validations closer together than this redraw the learning curve only once (the figure takes
-# about 0.5 s on rank 0 while the other ranks wait); the end of a training always draws it.
+# about 0.5 s on rank 0 while the other ranks wait); the end of a training, and a stop with
+# validations the figure lacks, always draw it.
 CURVE_REDRAW_SECONDS = 60.0
 
 # A rank's shard is read once and kept in memory when it is at most this large.
@@ -195,6 +196,7 @@ class EpochLoop:
         self.records: list[dict[str, Any]] = []
         self.validated = -1  # global step of the last validation
         self.curve_drawn = -math.inf  # monotonic time of the last learning-curve draw
+        self.curve_behind = False  # a validation is logged that the learning curve lacks
         self.started = time.monotonic()
         self.target = 0
 
@@ -323,9 +325,13 @@ class EpochLoop:
                 f"(best {self.validation.best:.4g}); {describe_targets(record['targets'])}",
                 flush=True,
             )
+            self.curve_behind = True
             if time.monotonic() - self.curve_drawn >= CURVE_REDRAW_SECONDS:
-                draw_learning_curve(self.run)
-                self.curve_drawn = time.monotonic()
+                self._draw_curve()
+
+    def _draw_curve(self) -> None:
+        draw_learning_curve(self.run)
+        self.curve_drawn, self.curve_behind = time.monotonic(), False
 
     def _checkpoint(self, pos: Position) -> None:
         self._elapsed(pos)
@@ -337,7 +343,8 @@ class EpochLoop:
         self.cadence.done(CHECKPOINT)
 
     def _stop(self, pos: Position) -> None:
-        """Checkpoint where this rank stopped and say so in the metrics."""
+        """Checkpoint where this rank stopped, say so in the metrics and bring the learning
+        curve up to date (after the checkpoint: a kill while drawing loses nothing)."""
         self._checkpoint(pos)
         if self.metrics is not None:
             self.metrics.write(
@@ -349,3 +356,5 @@ class EpochLoop:
                     "signal": self.cadence.signal_name,
                 }
             )
+        if self.lead and self.curve_behind:
+            self._draw_curve()
