@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from matplotlib.image import imread
@@ -132,6 +133,21 @@ def test_bad_input_gets_one_line(files: dict, tmp_path: Path, capsys) -> None:
     )
     err = _refused(capsys, str(files["gen"]), ref, "--precision", "bf16", "--out", out)
     assert "--precision bf16 runs a generator, but" in err and "holds showers" in err
+    assert not Path(out).exists()
+
+
+def test_generators_that_cannot_be_scored_are_refused_before_the_reference_is_read(
+    files: dict, tmp_path: Path, capsys
+) -> None:
+    narrow = _write(tmp_path / "narrow.h5", np.linspace(20, 80, 8), shape=(25, 25, 25))
+    with h5py.File(narrow, "r+") as f:  # reading the reference would end on this cell
+        f["ECAL"][3, 0, 0, 0] = np.nan
+    out = str(tmp_path / "never")
+    err = _refused(capsys, str(files["g1"]), str(narrow), "--out", out)
+    assert err.endswith(
+        "generator showers have cells (51, 51, 25), the reference (25, 25, 25); "
+        "compare showers of the same cell window"
+    )
     assert not Path(out).exists()
 
 

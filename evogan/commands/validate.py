@@ -76,6 +76,7 @@ class Job:
     chunk: object  # the reference ShowerChunk
     files: list[str]
     members: list[Path] = field(default_factory=list)
+    models: list = field(default_factory=list)  # (GanSpec, generator) per member
     showers: object = None  # a generated ShowerChunk
     notes: list[str] = field(default_factory=list)
 
@@ -94,18 +95,18 @@ def run(args: argparse.Namespace) -> int:
     view = dataset.take(args.events)
     require_floor_events(len(view))
     require_bin_events(len(view), args.bins)
-    showers, notes = (None, []) if generators else _checked_showers(args, view)
-    reference, chunk = _reference(view, args)
-    job = Job(reference, chunk, [str(p) for p in dataset.files], notes=notes)
-    say = _printer(args.json)
+    showers, members, models = None, [], []
     if generators:
-        from evogan.physics.members import unique_members
-
-        job.members, job.notes = unique_members(generators)
-        if generated.is_dir():
-            say(f"scoring {job.members[0]}")
+        members, models, notes = _checked_generators(generators, view)
     else:
+        showers, notes = _checked_showers(args, view)
+    reference, chunk = _reference(view, args)
+    job = Job(reference, chunk, [str(p) for p in dataset.files], members, models, notes=notes)
+    say = _printer(args.json)
+    if showers is not None:
         job.showers = _read(showers, "generated")
+    elif generated.is_dir():
+        say(f"scoring {members[0]}")
     report, figures = _score(job, args)
     for note in job.notes:
         say(f"note: {note}")
@@ -169,6 +170,25 @@ def _generator_files(generated: Path, args: argparse.Namespace) -> list[Path]:
     for extra in args.ensemble:
         paths += expand(extra)
     return paths
+
+
+def _checked_generators(
+    paths: list[Path], reference: ShowerDataset
+) -> tuple[list[Path], list, list[str]]:
+    """The distinct generators of GENERATED and ``--ensemble``, loaded and checked against the
+    reference's cell window and each other before any cells are read; with their notes."""
+    from evogan.gan3d.model_file import load_generator
+    from evogan.physics.ensemble import check_compatible
+    from evogan.physics.members import check_origin, unique_members
+
+    members, notes = unique_members(paths)
+    models = [load_generator(p)[:2] for p in members]
+    specs = [spec for spec, _ in models]
+    _check_window(tuple(specs[0].output_shape), tuple(reference.shape), "generator showers")
+    if len(models) > 1:
+        check_compatible(specs)
+        notes += check_origin(members, specs)
+    return members, models, notes
 
 
 def _checked_showers(
@@ -270,17 +290,11 @@ def _score(job: Job, args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 def _score_members(job: Job, args: argparse.Namespace) -> tuple[list, list]:
-    from evogan.gan3d.model_file import load_generator
-    from evogan.physics.ensemble import check_compatible, score_generator
-    from evogan.physics.members import check_origin
+    from evogan.physics.ensemble import score_generator
     from evogan.progress import progress
 
-    models = [load_generator(p)[:2] for p in job.members]
+    models = job.models
     specs = [spec for spec, _ in models]
-    _check_window(tuple(specs[0].output_shape), job.chunk.ecal.shape[1:], "generator showers")
-    if len(models) > 1:
-        check_compatible(specs)
-        job.notes += check_origin(job.members, specs)
     hint_precision(args)
     chunk, results = job.chunk, []
     total = len(models) * len(chunk)
