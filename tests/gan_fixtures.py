@@ -26,9 +26,11 @@ def tiny_generator(seed: int) -> Generator:
     return build_models(tiny_spec(), torch.Generator().manual_seed(seed))[0]
 
 
-def save_tiny_generator(path: Path, seed: int) -> Path:
-    """A freshly initialised tiny generator, saved like a trainer saves one."""
-    return save_generator(path, tiny_spec(), tiny_generator(seed), {"seed": seed})
+def save_tiny_generator(path: Path, seed: int, trained_on: dict | None = None) -> Path:
+    """A freshly initialised tiny generator, saved like a trainer saves one (``trained_on``:
+    the conditions it records, :mod:`evogan.gan3d.conditions`)."""
+    meta = {"seed": seed} if trained_on is None else {"seed": seed, "trained_on": trained_on}
+    return save_generator(path, tiny_spec(), tiny_generator(seed), meta)
 
 
 def toy_showers(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

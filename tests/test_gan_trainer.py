@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from evogan.config import load_config
+from evogan.data.reader import open_dataset
 from evogan.store import load_weights, read_metrics
 
 from .conftest import REPO, evogan, mpi_env, mpirun
@@ -48,6 +51,13 @@ def test_sync_run_writes_config_manifest_metrics_checkpoint_and_generator(sync_r
     assert meta["kind"] == "gan3d-generator" and meta["spec"]["name"] == "gan3d-tiny-51x51x25"
     last, _ = load_weights(sync_run / "last_model.h5")  # no validation: the last is the best
     assert all(best[k].equal(last[k]) for k in best)
+    # The conditions trained on: the range over both ranks' shards, not rank 0's alone.
+    train, _ = open_dataset(load_config(CONFIG).data, announce=lambda _line: None)
+    energy, theta = train.conditions()
+    shard, _ = train.shard(0, 2).conditions()
+    assert (shard.min(), shard.max()) != (energy.min(), energy.max())
+    assert meta["trained_on"]["energy_gev"] == pytest.approx([energy.min(), energy.max()], 1e-5)
+    assert meta["trained_on"]["theta_deg"] == pytest.approx(np.degrees([theta.min(), theta.max()]))
 
 
 def test_resume_continues_from_the_checkpointed_epoch_exactly(sync_run: Path) -> None:

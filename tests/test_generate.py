@@ -55,6 +55,48 @@ def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
     np.testing.assert_allclose(chunk.ecal, again, rtol=1e-6, atol=1e-9)
 
 
+def _conditions(path: Path) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Energies (GeV), angles (degrees) and attributes of a generated file."""
+    chunk = ShowerDataset.from_files(open_files(path)).read()
+    with h5py.File(path, "r") as handle:
+        attrs = dict(handle.attrs)
+    return chunk.energy, np.degrees(chunk.theta), attrs
+
+
+def test_generation_draws_the_trained_conditions_and_notes_extrapolation(
+    tmp_path: Path, capsys
+) -> None:
+    trained = {"energy_gev": [20.0, 40.0], "theta_deg": [80.0, 100.0]}
+    model = str(save_tiny_generator(tmp_path / "g.h5", seed=4, trained_on=trained))
+    base = ["generate", model, "--events", "30", "--batch-size", "16", "--out"]
+    assert main([*base, str(tmp_path / "default.h5")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    energy, theta, attrs = _conditions(tmp_path / "default.h5")
+    assert energy.min() >= 20 and energy.max() <= 40 and np.ptp(energy) > 10
+    assert theta.min() >= 80 - 1e-4 and theta.max() <= 100 + 1e-4 and np.ptp(theta) > 10
+    assert list(attrs["energy_range"]) == [20, 40] and list(attrs["theta_range_deg"]) == [80, 100]
+    edge = ["--energy-range", "19.2", "40.8", "--theta-range", "79", "101"]  # within 5% of span
+    assert main([*base, str(tmp_path / "edge.h5"), *edge]) == 0
+    assert "note:" not in capsys.readouterr().err
+    wide = ["--energy-range", "10", "40", "--theta-range", "60", "120"]
+    assert main([*base, str(tmp_path / "wide.h5"), *wide]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: energies drawn by --energy-range span 10-40 GeV, beyond the 20-40 GeV this "
+        "generator was trained on: showers outside that range are extrapolations",
+        "note: angles drawn by --theta-range span 60-120 degrees, beyond the 80-100 degrees "
+        "this generator was trained on: showers outside that range are extrapolations",
+    ]
+    energy, theta, _ = _conditions(tmp_path / "wide.h5")
+    assert energy.min() < 20 and theta.min() < 80
+    plain = str(save_tiny_generator(tmp_path / "plain.h5", seed=4))  # records no conditions
+    assert main(["generate", plain, "--events", "30", "--out", str(tmp_path / "plain-out.h5")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    energy, theta, attrs = _conditions(tmp_path / "plain-out.h5")
+    assert list(attrs["energy_range"]) == [2, 500] and energy.max() > 40
+    assert theta.min() >= 60 - 1e-4 and theta.max() <= 120 + 1e-4
+
+
 def test_generate_errors_are_one_line_and_leave_no_file(tmp_path: Path, capsys) -> None:
     model = save_tiny_generator(tmp_path / "g.h5", seed=4)
     out = tmp_path / "x.h5"

@@ -108,6 +108,23 @@ def test_run_directory_ensemble_counts_each_generator_once(files: dict, tmp_path
     assert f"scoring {run / 'best_model.h5'}" in result.stdout
 
 
+def test_a_reference_beyond_the_generators_training_conditions_is_noted(
+    files: dict, tmp_path: Path
+) -> None:
+    trained = {"energy_gev": [40.0, 60.0], "theta_deg": [90.0, 90.0]}
+    model = save_tiny_generator(tmp_path / "g.h5", seed=1, trained_on=trained)
+    out = tmp_path / "out"
+    args = [str(files["ref"]), "--events", "60", "--bins", "3", "--out", str(out)]
+    result = evogan("validate", str(model), *args)
+    assert result.returncode == 0, result.stderr
+    (note,) = json.loads((out / "score.json").read_text())["notes"]
+    assert note.startswith("the reference's primary energies span 1") and note.endswith(
+        "beyond the 40-60 GeV this generator was trained on: showers outside that range are "
+        "extrapolations"
+    )
+    assert f"note: {note}" in result.stdout
+
+
 def _refused(capsys, *args: str) -> str:
     code = main(["validate", *args])
     err = capsys.readouterr().err.strip()

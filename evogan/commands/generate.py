@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from evogan.commands.options import add_precision, hint_precision, refuse_campaign, require_counts
@@ -19,9 +20,11 @@ from evogan.errors import EvoganError
 
 CONVOLUTIONS = ("direct", "fft")
 
-# Angles drawn for angle-conditioned generators when none are given: the 60-120 degree
-# range of the variable-angle data set (docs/physics.md section 1), in radians.
-DEFAULT_THETA_RANGE = (math.radians(60.0), math.radians(120.0))
+# Conditions drawn for a generator file that records no training ranges
+# (:mod:`evogan.gan3d.conditions`): the 2-500 GeV of the data sets and the 60-120 degrees of
+# the variable-angle one (docs/physics.md section 1).
+DEFAULT_ENERGY_RANGE = (2.0, 500.0)
+DEFAULT_THETA_RANGE = (60.0, 120.0)
 
 
 def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
@@ -33,9 +36,10 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         "--energy-range",
         nargs=2,
         type=float,
-        default=(2.0, 500.0),
+        default=None,
         metavar=("LO", "HI"),
-        help="primary energies in GeV, drawn uniformly (default: 2 500)",
+        help="primary energies in GeV, drawn uniformly (default: the range the generator was "
+        "trained on; 2 500 for files that record none)",
     )
     parser.add_argument(
         "--theta-range",
@@ -43,7 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         type=float,
         default=None,
         metavar=("LO", "HI"),
-        help="angles in degrees for angle-conditioned models, drawn uniformly (default 60 120)",
+        help="angles in degrees for angle-conditioned models, drawn uniformly (default: the "
+        "trained range; 60 120 for files that record none)",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same file)")
     parser.add_argument("--batch-size", type=int, default=128, help="showers per generator call")
@@ -88,15 +93,14 @@ def generator_device(text: str, precision: str = "float32") -> str:
 
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--events", "--batch-size")
-    low, high = args.energy_range
-    if not 0 < low <= high:
-        raise EvoganError(f"--energy-range must satisfy 0 < LO <= HI, got {low:g} {high:g}")
-    theta_range = DEFAULT_THETA_RANGE
+    if args.energy_range is not None:
+        low, high = args.energy_range
+        if not 0 < low <= high:
+            raise EvoganError(f"--energy-range must satisfy 0 < LO <= HI, got {low:g} {high:g}")
     if args.theta_range is not None:
         lo, hi = args.theta_range
         if not 0 <= lo <= hi <= 180:
             raise EvoganError(f"--theta-range must satisfy 0 <= LO <= HI <= 180, got {lo:g} {hi:g}")
-        theta_range = (math.radians(lo), math.radians(hi))
     device = generator_device(args.device, args.precision)
     convolution = args.convolution or ("direct" if device == "cpu" else "fft")
     from evogan.data.writer import ShowerWriter, check_writable
@@ -111,14 +115,21 @@ def run(args: argparse.Namespace) -> int:
     from evogan.physics.validation import generate_showers
 
     path = find_generator(args.model)
-    spec, generator, _ = load_generator(path, device)
+    spec, generator, meta = load_generator(path, device)
     set_convolution(generator, convolution)
     hint_precision(args, device)
+    energies, angles = "energies drawn by --energy-range", "angles drawn by --theta-range"
+    (low, high), notes = _conditions(args.energy_range, meta, "energy_gev", energies)
+    degrees, more = _conditions(args.theta_range, meta, "theta_deg", angles)
+    notes += more if spec.conditioning.angle else []
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     rng = np.random.default_rng(args.seed)
     energy = rng.uniform(low, high, args.events).astype(np.float32)
     theta = None
     if spec.conditioning.angle:
-        theta = rng.uniform(*theta_range, args.events).astype(np.float32)
+        radians = (math.radians(degrees[0]), math.radians(degrees[1]))
+        theta = rng.uniform(*radians, args.events).astype(np.float32)
     noise = torch.Generator().manual_seed(args.seed)  # on the CPU: same noise on every device
     attrs = {
         "generator": str(path),
@@ -127,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         "energy_range": [low, high],
         "precision": args.precision,
     }
+    if spec.conditioning.angle:
+        attrs["theta_range_deg"] = list(degrees)
     from evogan.progress import progress
 
     with (
@@ -143,3 +156,17 @@ def run(args: argparse.Namespace) -> int:
             task.advance(hi - lo)
     print(f"wrote {args.events} showers from {path} ({low:g}-{high:g} GeV) to {args.out}")
     return 0
+
+
+def _conditions(
+    given: list[float] | None, meta: dict, key: str, what: str
+) -> tuple[tuple[float, float], list[str]]:
+    """The range to draw ``key`` from: ``given``, else the generator's training range, else the
+    data sets' default; with a note when ``given`` reaches beyond the training range."""
+    from evogan.gan3d.conditions import outside, recorded
+
+    if given is None:
+        default = DEFAULT_ENERGY_RANGE if key == "energy_gev" else DEFAULT_THETA_RANGE
+        return recorded(meta, key) or default, []
+    asked = (float(given[0]), float(given[1]))
+    return asked, outside(meta, key, asked, what)

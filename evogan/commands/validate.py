@@ -182,13 +182,30 @@ def _checked_generators(
     from evogan.physics.members import check_origin, unique_members
 
     members, notes = unique_members(paths)
-    models = [load_generator(p)[:2] for p in members]
+    loaded = [load_generator(p) for p in members]
+    models = [(spec, generator) for spec, generator, _ in loaded]
     specs = [spec for spec, _ in models]
     _check_window(tuple(specs[0].output_shape), tuple(reference.shape), "generator showers")
     if len(models) > 1:
         check_compatible(specs)
         notes += check_origin(members, specs)
-    return members, models, notes
+    return members, models, notes + _beyond_training(loaded[0], reference)
+
+
+def _beyond_training(loaded: tuple, reference: ShowerDataset) -> list[str]:
+    """A note for each condition of the reference that reaches beyond the generator's training
+    range: its showers there are extrapolations, and score as such."""
+    from evogan.gan3d.conditions import outside
+
+    spec, _, meta = loaded
+    energy, theta = reference.conditions()
+    what = "the reference's primary energies"
+    notes = outside(meta, "energy_gev", (float(energy.min()), float(energy.max())), what)
+    if spec.conditioning.angle:
+        degrees = np.degrees(theta)
+        span = (float(degrees.min()), float(degrees.max()))
+        notes += outside(meta, "theta_deg", span, "the reference's angles")
+    return notes
 
 
 def _checked_showers(

@@ -156,11 +156,17 @@ class ShowerDataset:
 
     def energies(self) -> np.ndarray:
         """Primary energies (GeV) of the view, read without touching the cells."""
-        parts = []
+        return self.conditions()[0]
+
+    def conditions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Primary energies (GeV) and angles (radians) of the view, read without the cells."""
+        energy, theta = [np.empty(0, dtype=np.float32)], [np.empty(0, dtype=np.float32)]
         for segment in self._segments:
             with opened(segment.file.path) as f:
-                parts.append(event_arrays(f, segment)[0])
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.float32)
+                e, t = event_arrays(f, segment)
+            energy.append(e)
+            theta.append(t)
+        return np.concatenate(energy), np.concatenate(theta)
 
     def _like(self, segments: Iterable[Segment]) -> ShowerDataset:
         return ShowerDataset(

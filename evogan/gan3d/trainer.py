@@ -34,6 +34,7 @@ from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import RunStopped
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.cadence import Cadence
+from evogan.gan3d.conditions import KEY, trained_ranges
 from evogan.gan3d.data_parallel import average_tensors
 from evogan.gan3d.loop import EpochLoop, Position, StepInfo, chunk_source, draw_learning_curve
 from evogan.gan3d.model_file import save_generator
@@ -89,6 +90,7 @@ class GanTrainer:
         self.forward = forward_options(settings, device, world)
         self.ring_device = ring_device(settings, device, world)
         shard, held_out = load_data(config.data, settings, world)
+        self.trained_on = trained_ranges(*shard.conditions(), world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
         self.run, marker = open_run(config, world, run_dir, resume, until)
         self.layout: Layout = split_layout(world, None, self.mode.group_size)
@@ -299,6 +301,7 @@ class GanTrainer:
             held_out,
             best,
             (settings.standing_batches, settings.rank_batch(spec.batch_size)),
+            {KEY: self.trained_on},
         )
 
     def _save_models(self, best: bool) -> None:
@@ -316,6 +319,7 @@ class GanTrainer:
             "world_size": world.size,
             "seed": self.config.seed,
             "rank": world.rank,
+            KEY: self.trained_on,
         }
         step, generator = self.parallel.step, self.parallel.scored_generator()
         if not mode.replicas:

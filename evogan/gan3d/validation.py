@@ -58,7 +58,8 @@ class TrainingValidation:
 
     ``replicas``: the ranks hold the same networks (sync mode), so rank 0's generator is scored
     with the ranks' mean batch-norm statistics. ``standing``: (batches, showers per batch) of
-    the standing statistics, ``(0, n)`` for none."""
+    the standing statistics, ``(0, n)`` for none. ``meta``: what every ``best_model.h5`` it
+    saves records besides its score (the training conditions)."""
 
     def __init__(
         self,
@@ -70,12 +71,13 @@ class TrainingValidation:
         held_out: Any,
         best: float | None,
         standing: tuple[int, int],
+        meta: dict[str, Any],
     ) -> None:
         from evogan.physics import Reference
         from evogan.physics.score import FLOOR_SPLITS
 
         self.spec, self.seed, self.replicas, self.standing = spec, seed, replicas, standing
-        self.world = world
+        self.world, self.meta = world, meta
         self.best = best
         self.reference = self.floor = self.spread = None
         if world.rank == 0:
@@ -113,6 +115,7 @@ class TrainingValidation:
         if best:
             self.best = score
             meta = {
+                **self.meta,
                 **at,
                 "score": score,
                 "seed": self.seed,
