@@ -7,12 +7,15 @@ import re
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from evogan.config.data import DataConfig
 from evogan.data.reader import open_dataset
 from evogan.errors import DataError
+from evogan.store import save_weights
 from tests.conftest import evogan
 from tests.data_fixtures import write_layout
+from tests.gan_fixtures import save_tiny_generator
 
 
 def _nan_cell(path):
@@ -51,6 +54,10 @@ def _wrong_keys(path):
         f["labels"] = np.zeros(2, dtype=np.float32)
 
 
+def _discriminator(path):
+    save_weights(path, {"w": torch.zeros(2)}, {"kind": "gan3d-discriminator"})
+
+
 CASES = {
     "missing": (None, r"data file .*absent\.h5 does not exist"),
     "text": (lambda p: p.write_text("ECAL,energy\n1,2\n"), "is not an HDF5 file"),
@@ -60,6 +67,12 @@ CASES = {
     "empty": (_no_events, "ECAL holds zero events"),
     "nan": (_nan_cell, r"bad\.h5: ECAL of event 4 holds NaN or inf"),
     "inf": (_inf_energy, r"bad\.h5: energy of event 3 is inf"),
+    "generator": (
+        lambda p: save_tiny_generator(p, seed=0),
+        r"bad\.h5 holds evogan gan3d-generator weights, not showers; pass shower files here "
+        r"\(a generator goes to evogan generate, or as evogan validate's first argument\)$",
+    ),
+    "discriminator": (_discriminator, r"holds evogan gan3d-discriminator weights, not showers"),
 }
 
 

@@ -12,6 +12,7 @@ values into GeV. Users with renamed keys or another unit override any of these f
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, replace
@@ -114,11 +115,33 @@ def resolve_layout(
 def _dataset(f: h5py.File, key: str, option: str) -> h5py.Dataset:
     node = f.get(key)
     if not isinstance(node, h5py.Dataset):
+        _refuse_weights(f)
         raise DataError(
             f"{f.filename}: missing dataset {key!r}; keys present: {_list(f.keys())}; "
             f"not a 3DGAN shower file, or set {option} to the right key"
         )
     return node
+
+
+def _refuse_weights(f: h5py.File) -> None:
+    """A network file given where showers belong (a generator as a reference, say) is named
+    for what it is, with where it goes instead."""
+    if "meta" not in f.attrs:
+        return
+    from evogan.store.weights import FORMAT
+
+    if f.attrs.get("format") != FORMAT:
+        return
+    try:
+        kind = json.loads(f.attrs["meta"]).get("kind") or "network"
+    except (TypeError, ValueError, AttributeError):
+        kind = "network"
+    where = ""
+    if kind == "gan3d-generator":
+        where = " (a generator goes to evogan generate, or as evogan validate's first argument)"
+    raise DataError(
+        f"{f.filename} holds evogan {kind} weights, not showers; pass shower files here{where}"
+    )
 
 
 def _declared_scale(f: h5py.File, default: float) -> float:
