@@ -12,6 +12,7 @@ import torch
 
 from evogan.cli import main
 from evogan.data.reader import ShowerDataset, open_files
+from evogan.data.synthetic import write_synthetic
 from evogan.gan3d import precision as precision_module
 from evogan.gan3d.model_file import load_generator
 from evogan.physics.validation import generate_showers
@@ -109,6 +110,12 @@ def test_generate_errors_are_one_line_and_leave_no_file(tmp_path: Path, capsys) 
     assert main(["generate", str(not_model), "--events", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "not a readable HDF5 file" in err
+    showers = write_synthetic(tmp_path / "showers.h5", 4, (10.0, 20.0), seed=0)
+    assert main(["generate", str(showers), "--events", "2", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"evogan: error: {showers} holds showers, not a generator; pass a generator file or a "
+        "gan3d run directory (shower files go to evogan validate and data inspect)"
+    )
     for device, problem in (
         ("tpu", "--device must be cpu, cuda or cuda:N, got 'tpu'"),
         ("cuda:x", "--device must be cpu, cuda or cuda:N, got 'cuda:x'"),

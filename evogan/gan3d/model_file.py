@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import h5py
 import torch
 
 from evogan.config.base import validate
@@ -35,6 +36,7 @@ def load_generator(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[GanSpec, Generator, dict[str, Any]]:
     """Spec, generator (in eval mode) and meta of a file written by :func:`save_generator`."""
+    _refuse_showers(Path(path))
     state, meta = load_weights(path)
     if meta.get("kind") != KIND or "spec" not in meta:
         raise DataError(
@@ -49,6 +51,24 @@ def load_generator(
         first = str(exc).strip().splitlines()[0]
         raise DataError(f"{path}: weights do not match the stored spec ({first})") from None
     return spec, generator.to(device).eval(), meta
+
+
+def _refuse_showers(path: Path) -> None:
+    """A shower file given where a generator belongs is named for what it holds."""
+    try:
+        with h5py.File(path, "r") as handle:
+            if "format" in handle.attrs:
+                return
+            showers = any(
+                isinstance(node, h5py.Dataset) and node.ndim == 4 for node in handle.values()
+            )
+    except OSError:
+        return  # load_weights names the problem
+    if showers:
+        raise DataError(
+            f"{path} holds showers, not a generator; pass a generator file or a gan3d run "
+            "directory (shower files go to evogan validate and data inspect)"
+        )
 
 
 def find_generator(path: str | Path) -> Path:
