@@ -12,7 +12,9 @@ import torch
 
 from evogan.cli import main
 from evogan.data.reader import ShowerDataset, open_files
+from evogan.data.synthetic import generate_showers as generate_synthetic
 from evogan.data.synthetic import write_synthetic
+from evogan.data.writer import ShowerWriter
 from evogan.gan3d import precision as precision_module
 from evogan.gan3d.model_file import load_generator
 from evogan.physics.validation import generate_showers
@@ -96,6 +98,42 @@ def test_generation_draws_the_trained_conditions_and_notes_extrapolation(
     energy, theta, attrs = _conditions(tmp_path / "plain-out.h5")
     assert list(attrs["energy_range"]) == [2, 500] and energy.max() > 40
     assert theta.min() >= 60 - 1e-4 and theta.max() <= 120 + 1e-4
+
+
+def test_conditions_from_shower_files_are_taken_in_order(tmp_path: Path, capsys) -> None:
+    rng = np.random.default_rng(0)
+    energy = rng.uniform(10.0, 100.0, 12).astype(np.float32)
+    theta = np.radians(rng.uniform(70.0, 110.0, 12)).astype(np.float32)
+    source = tmp_path / "geant4.h5"
+    with ShowerWriter(source, (51, 51, 25)) as writer:
+        writer.append(generate_synthetic(energy, rng, theta=theta), energy, theta)
+    trained = {"energy_gev": [10.0, 100.0], "theta_deg": [80.0, 100.0]}
+    model = str(save_tiny_generator(tmp_path / "g.h5", seed=4, trained_on=trained))
+    out = tmp_path / "matched.h5"
+    args = ["generate", model, "--conditions-from", str(source), "--out", str(out)]
+    assert main([*args, "--events", "10"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and notes[0].startswith("note: the angles of --conditions-from span 7")
+    chunk = ShowerDataset.from_files(open_files(out)).read()
+    np.testing.assert_array_equal(chunk.energy, energy[:10])
+    np.testing.assert_allclose(chunk.theta, theta[:10], rtol=1e-6)
+    with h5py.File(out, "r") as handle:
+        assert list(handle.attrs["conditions_from"]) == [str(source)]
+        assert list(handle.attrs["energy_range"]) == [energy[:10].min(), energy[:10].max()]
+    assert main([*args[:-1], str(tmp_path / "all.h5")]) == 0  # no --events: every shower
+    capsys.readouterr()
+    assert len(ShowerDataset.from_files(open_files(tmp_path / "all.h5"))) == 12
+    refusals = {
+        "--events 13 is more than the 12 showers of --conditions-from": ["--events", "13"],
+        "--conditions-from takes the energies and angles of": ["--energy-range", "10", "20"],
+    }
+    for message, extra in refusals.items():
+        assert main([*args[:-1], str(tmp_path / "never.h5"), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and message in err, err
+    assert main(["generate", model, "--out", str(tmp_path / "never.h5")]) == 2
+    assert "--events is required unless --conditions-from" in capsys.readouterr().err
+    assert not (tmp_path / "never.h5").exists()
 
 
 def test_generate_errors_are_one_line_and_leave_no_file(tmp_path: Path, capsys) -> None:
