@@ -113,7 +113,9 @@ def test_conditions_from_shower_files_are_taken_in_order(tmp_path: Path, capsys)
     args = ["generate", model, "--conditions-from", str(source), "--out", str(out)]
     assert main([*args, "--events", "10"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and notes[0].startswith("note: the angles of --conditions-from span 7")
+    assert len(notes) == 1 and notes[0].startswith(
+        "note: the --conditions-from showers' angles span 7"
+    )
     chunk = ShowerDataset.from_files(open_files(out)).read()
     np.testing.assert_array_equal(chunk.energy, energy[:10])
     np.testing.assert_allclose(chunk.theta, theta[:10], rtol=1e-6)

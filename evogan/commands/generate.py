@@ -117,15 +117,12 @@ def run(args: argparse.Namespace) -> int:
     read = read_options(args)
     device = generator_device(args.device, args.precision)
     convolution = args.convolution or ("direct" if device == "cpu" else "fft")
-    from evogan.data.writer import ShowerWriter, check_writable
+    from evogan.data.writer import check_writable
 
     check_writable(args.out)
     refuse_campaign(args.model)
-    import torch
-
     from evogan.gan3d.convolution import set_convolution
     from evogan.gan3d.model_file import find_generator, load_generator
-    from evogan.physics.validation import generate_showers
 
     path = find_generator(args.model)
     spec, generator, meta = load_generator(path, device)
@@ -137,32 +134,36 @@ def run(args: argparse.Namespace) -> int:
         energy, theta, notes, drawn = _taken(args, meta, spec.conditioning.angle, read)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    noise = torch.Generator().manual_seed(args.seed)  # on the CPU: same noise on every device
-    attrs = {
-        "generator": str(path),
-        "spec": spec.name,
-        "seed": args.seed,
-        "precision": args.precision,
-        **drawn,
-    }
+    attrs = {"generator": str(path), "spec": spec.name, "seed": args.seed}
+    attrs.update(precision=args.precision, **drawn)
+    _write(args, spec, generator, (energy, theta), attrs)
+    low, high = drawn["energy_range"]
+    print(f"wrote {len(energy)} showers from {path} ({low:g}-{high:g} GeV) to {args.out}")
+    return 0
+
+
+def _write(args: argparse.Namespace, spec, generator, conditions: tuple, attrs: dict) -> None:
+    """One shower per (energy, angle) of ``conditions`` into ``args.out``, batch by batch."""
+    import torch
+
+    from evogan.data.writer import ShowerWriter
+    from evogan.physics.validation import generate_showers
     from evogan.progress import progress
 
-    events = len(energy)
+    energy, theta = conditions
+    noise = torch.Generator().manual_seed(args.seed)  # on the CPU: same noise on every device
     with (
         ShowerWriter(args.out, tuple(spec.output_shape), attrs=attrs) as writer,
-        progress("generate", total=events, unit="showers") as task,
+        progress("generate", total=len(energy), unit="showers") as task,
     ):
-        for lo in range(0, events, args.batch_size):
-            hi = min(lo + args.batch_size, events)
+        for lo in range(0, len(energy), args.batch_size):
+            hi = min(lo + args.batch_size, len(energy))
             angles = None if theta is None else theta[lo:hi]
             showers = generate_showers(
                 spec, generator, energy[lo:hi], angles, noise, hi - lo, precision=args.precision
             )
             writer.append(showers, energy[lo:hi], angles)
             task.advance(hi - lo)
-    low, high = attrs["energy_range"]
-    print(f"wrote {events} showers from {path} ({low:g}-{high:g} GeV) to {args.out}")
-    return 0
 
 
 def _check_conditions(args: argparse.Namespace) -> None:
@@ -228,7 +229,7 @@ def _taken(args: argparse.Namespace, meta: dict, angle: bool, read: dict) -> tup
     import numpy as np
 
     from evogan.data.reader import ShowerDataset, open_files
-    from evogan.gan3d.conditions import outside
+    from evogan.gan3d.conditions import beyond_training
 
     source = ShowerDataset.from_files(open_files(args.conditions_from, **read))
     if args.events is not None and args.events > len(source):
@@ -237,12 +238,12 @@ def _taken(args: argparse.Namespace, meta: dict, angle: bool, read: dict) -> tup
             f"--conditions-from {args.conditions_from}; pass at most {len(source)}, or no --events"
         )
     energy, theta = source.take(args.events or len(source)).conditions()
-    span = (float(energy.min()), float(energy.max()))
-    notes = outside(meta, "energy_gev", span, "the energies of --conditions-from")
-    drawn = {"energy_range": list(span), "conditions_from": [str(f) for f in source.files]}
-    if not angle:
-        return energy, None, notes, drawn
-    degrees = np.degrees(theta)
-    span = (float(degrees.min()), float(degrees.max()))
-    notes += outside(meta, "theta_deg", span, "the angles of --conditions-from")
-    return energy, theta, notes, {**drawn, "theta_range_deg": list(span)}
+    theta = theta if angle else None
+    notes = beyond_training(meta, energy, theta, "the --conditions-from showers'")
+    drawn = {
+        "energy_range": [float(energy.min()), float(energy.max())],
+        "conditions_from": [str(f) for f in source.files],
+    }
+    if theta is not None:
+        drawn["theta_range_deg"] = [float(np.degrees(theta.min())), float(np.degrees(theta.max()))]
+    return energy, theta, notes, drawn

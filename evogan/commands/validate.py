@@ -177,6 +177,7 @@ def _checked_generators(
 ) -> tuple[list[Path], list, list[str]]:
     """The distinct generators of GENERATED and ``--ensemble``, loaded and checked against the
     reference's cell window and each other before any cells are read; with their notes."""
+    from evogan.gan3d.conditions import beyond_training
     from evogan.gan3d.model_file import load_generator
     from evogan.physics.ensemble import check_compatible
     from evogan.physics.members import check_origin, unique_members
@@ -189,23 +190,10 @@ def _checked_generators(
     if len(models) > 1:
         check_compatible(specs)
         notes += check_origin(members, specs)
-    return members, models, notes + _beyond_training(loaded[0], reference)
-
-
-def _beyond_training(loaded: tuple, reference: ShowerDataset) -> list[str]:
-    """A note for each condition of the reference that reaches beyond the generator's training
-    range: its showers there are extrapolations, and score as such."""
-    from evogan.gan3d.conditions import outside
-
-    spec, _, meta = loaded
+    spec, _, meta = loaded[0]
     energy, theta = reference.conditions()
-    what = "the reference's primary energies"
-    notes = outside(meta, "energy_gev", (float(energy.min()), float(energy.max())), what)
-    if spec.conditioning.angle:
-        degrees = np.degrees(theta)
-        span = (float(degrees.min()), float(degrees.max()))
-        notes += outside(meta, "theta_deg", span, "the reference's angles")
-    return notes
+    theta = theta if spec.conditioning.angle else None
+    return members, models, notes + beyond_training(meta, energy, theta, "the reference's")
 
 
 def _checked_showers(

@@ -61,3 +61,19 @@ def outside(meta: Mapping[str, Any], key: str, asked: tuple[float, float], what:
 
 def _span(lo: float, hi: float) -> str:
     return f"{lo:.4g}" if lo == hi else f"{lo:.4g}-{hi:.4g}"
+
+
+def beyond_training(
+    meta: Mapping[str, Any], energy: np.ndarray, theta: np.ndarray | None, owner: str
+) -> list[str]:
+    """Notes where showers' primary energies (GeV) and angles (radians; None for generators
+    without angle conditioning) reach beyond the ranges ``meta`` records; ``owner`` names
+    whose showers they are ("the reference's")."""
+    notes = outside(meta, "energy_gev", _extent(energy), f"{owner} primary energies")
+    if theta is not None:
+        notes += outside(meta, "theta_deg", _extent(np.degrees(theta)), f"{owner} angles")
+    return notes
+
+
+def _extent(values: np.ndarray) -> tuple[float, float]:
+    return float(values.min()), float(values.max())

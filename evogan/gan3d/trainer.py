@@ -112,10 +112,8 @@ class GanTrainer:
         self.position, serial, best = self._start(marker)
         self.started = Position(self.position.epoch, self.position.step)
         validation = self._validation(held_out, best) if settings.validates else None
-        every = config.checkpoint.every_seconds
-        self.cadence = Cadence(
-            world, stop, self.mode.replicas, every, settings.validate_every_seconds
-        )
+        every = (config.checkpoint.every_seconds, settings.validate_every_seconds)
+        self.cadence = Cadence(world, stop, self.mode.replicas, *every)
         self.loop = EpochLoop(
             settings,
             self.mode,
