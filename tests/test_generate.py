@@ -45,6 +45,8 @@ def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
     assert inspected.returncode == 0, inspected.stderr
     report = json.loads(inspected.stdout)
     assert report["events"] == 20 and report["layout"] == "evogan"
+    made = {"generator": str(model), "spec": "gan3d-tiny-51x51x25", "precision": "float32"}
+    assert report["made_by"] == {**made, "seed": 9}
     chunk = ShowerDataset.from_files(open_files(out)).read()
     assert chunk.ecal.shape == (20, 51, 51, 25)
     assert np.all((chunk.energy >= 50) & (chunk.energy <= 60))

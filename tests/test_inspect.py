@@ -46,8 +46,10 @@ def test_report_of_a_synthetic_file(synthetic_file):
     depths = [r["mean"] for r in report["shower_max"]]
     assert 3.0 < depths[0] < depths[-1] < 14.0  # deeper at higher energy, in X0
     assert 0.9 < report["empty_cell_fraction"] < 1.0
+    assert report["made_by"] == {"generator": "gflash-synthetic", "seed": 5}
     text = format_report(report)
     assert "sampling fraction" in text and text.count(" ± ") == 2 * len(rows)
+    assert "\nmade by           gflash-synthetic (seed 5)\n" in text
     json.dumps(report, allow_nan=False)
 
 
@@ -63,6 +65,7 @@ def test_fixture_layout_with_empty_bins(tmp_path):
     path = write_layout(tmp_path / "EleEscan_1.h5", "raw51", 5)
     report = inspect_file(path)
     assert report["layout"] == "raw51" and report["particle"] == "Ele"
+    assert report["made_by"] is None and "made by" not in format_report(report)
     assert report["ecal_scale"] == pytest.approx(0.02)
     assert (report["energy_min"], report["energy_max"]) == (10.0, 14.0)
     assert [r["count"] for r in report["sampling_fraction"]] == [1, 1, 0, 1, 1, 1]

@@ -118,7 +118,26 @@ def summarise(scan: Scan) -> dict[str, Any]:
         "shower_max": _binned(scan.shower_max, scan.energy, scan.edges),
         "shower_max_unit": "X0" if scan.dataset.shape[2] == LAYERS else "layers",
         "empty_cell_fraction": float(scan.empty_fraction.mean()),
+        "made_by": made_by(scan.source.path),
     }
+
+
+def made_by(path: Path) -> dict[str, Any] | None:
+    """What made an evogan-written file (its attributes: the synthetic generator and its seed,
+    or the GAN generator file, spec, precision, seed and conditions source); None for others."""
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        attrs = dict(handle.attrs)
+    if attrs.get("producer") != "evogan" or "generator" not in attrs:
+        return None
+    keys = ("generator", "spec", "precision", "seed", "conditions_from")
+    return {key: _plain(attrs[key]) for key in keys if key in attrs}
+
+
+def _plain(value: Any) -> Any:
+    """An HDF5 attribute as JSON: numpy scalars and arrays to Python numbers and lists."""
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else value
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -131,6 +150,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"events            {report['events']}",
         f"primary energy    {report['energy_min']:.2f} - {report['energy_max']:.2f} GeV",
         f"empty cells       {100 * report['empty_cell_fraction']:.2f} %",
+        *_made_by_lines(report.get("made_by")),
         "",
         f"{'energy bin (GeV)':>18}  {'events':>7}  {'sampling fraction':>19}  "
         f"{'ref':>6}  {'shower max (' + report.get('shower_max_unit', 'X0') + ')':>16}",
@@ -143,6 +163,17 @@ def format_report(report: dict[str, Any]) -> str:
         )
     lines.append("(ref: Geant4 sampling fraction at the bin centre, interpolated)")
     return "\n".join(lines)
+
+
+def _made_by_lines(made: dict[str, Any] | None) -> list[str]:
+    if not made:
+        return []
+    details = [made[key] for key in ("spec", "precision") if key in made]
+    details += [f"seed {made['seed']}"] if "seed" in made else []
+    lines = [f"made by           {made['generator']} ({', '.join(map(str, details))})"]
+    if "conditions_from" in made:
+        lines.append(f"conditions from   {', '.join(made['conditions_from'])}")
+    return lines
 
 
 def reference_sampling_fraction(energy: float) -> float:
