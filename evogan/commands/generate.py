@@ -67,8 +67,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         "--conditions-from",
         metavar="SHOWERS",
         help="shower file(s) (path or glob) whose primary energies and angles the showers take, "
-        "one generated shower per shower in order (the first --events): a set to compare with "
-        "SHOWERS shower by shower, in evogan validate or another tool",
+        "one generated shower per shower in order (the first --events): a set with the "
+        "conditions of SHOWERS, for tools that compare showers pair by pair",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same file)")
     parser.add_argument("--batch-size", type=int, default=128, help="showers per generator call")
