@@ -36,8 +36,11 @@ def load_generator(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[GanSpec, Generator, dict[str, Any]]:
     """Spec, generator (in eval mode) and meta of a file written by :func:`save_generator`."""
-    _refuse_showers(Path(path))
-    state, meta = load_weights(path)
+    try:
+        state, meta = load_weights(path)
+    except DataError:
+        _refuse_showers(Path(path))  # only a file that is no weights file is looked into
+        raise
     if meta.get("kind") != KIND or "spec" not in meta:
         raise DataError(
             f"{path} holds no 3DGAN generator (meta kind {meta.get('kind')!r}, expected "
