@@ -13,6 +13,7 @@ import yaml
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
+from evogan.store.weights import load_weights
 from tests.test_search_campaign import _config, _rows, _search
 
 # Rungs at 1 step, then the full 4: with factor 4 only the best score so far at the rung
@@ -41,6 +42,10 @@ def _check_rungs(out: Path, trained: list[dict]) -> list[dict]:
         metrics = out / "candidates" / row["id"] / "member-0" / "metrics.jsonl"
         epochs = [json.loads(line) for line in metrics.read_text().splitlines()]
         assert [e["step"] for e in epochs if e["kind"] == "epoch"] == [1]  # stopped at 1 step
+        rung_file = out / "candidates" / row["id"] / "rungs" / "rung-0-member-0-rank-0.h5"
+        _, meta = load_weights(rung_file)  # usable with evogan generate: it knows its ranges
+        _, last = load_weights(out / "candidates" / row["id"] / "member-0" / "last_model.h5")
+        assert meta["rung"] == 0 and meta["trained_on"] == last["trained_on"]
     for row in trained:
         if row["status"] == "ok":
             assert list(row["intermediate"]) == ["1", "4"] and row["rung"] is None

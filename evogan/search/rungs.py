@@ -200,6 +200,7 @@ def _rung_score(
 ) -> float:
     """Mean score of the members' current generators (files under ``workdir/rungs``, scored
     in parallel across the group's ranks)."""
+    from evogan.gan3d.conditions import KEY
     from evogan.gan3d.model_file import save_generator
 
     group = training.group
@@ -214,7 +215,7 @@ def _rung_score(
         for r in ranks:
             path = folder / f"rung-{rung}-member-{t}-rank-{r}.h5"
             if r == group.rank:
-                meta = {"epochs": trainer.position.epoch, "rung": rung}
+                meta = {"epochs": trainer.position.epoch, "rung": rung, KEY: trainer.trained_on}
                 save_generator(path, trainer.config.spec, trainer.parallel.step.generator, meta)
             files.append(path)
     group.Barrier()
