@@ -142,6 +142,12 @@ def test_bad_input_gets_one_line(files: dict, tmp_path: Path, capsys) -> None:
     )
     err = _refused(capsys, str(files["gen"]), ref, "--precision", "bf16", "--out", out)
     assert "--precision bf16 runs a generator, but" in err and "holds showers" in err
+    missing = str(tmp_path / "no_such_model.h5")  # named as GENERATED, even with no reference
+    err = _refused(capsys, missing, str(tmp_path / "no_such_ref.h5"), "--out", out)
+    assert err.endswith(
+        f"GENERATED {missing} does not exist; pass a generator .h5 file, a "
+        "gan3d run directory or shower file(s)"
+    )
     assert not Path(out).exists()
 
 

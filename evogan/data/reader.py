@@ -31,7 +31,7 @@ from evogan.data.hdf5 import (
 from evogan.data.layouts import resolve_layout
 from evogan.errors import DataError
 
-_GLOB_CHARS = set("*?[")
+GLOB_CHARS = set("*?[")
 
 
 class ShowerDataset:
@@ -292,7 +292,7 @@ def _limit(
 
 def _expand(pattern: str) -> list[Path]:
     expanded = os.path.expanduser(pattern)
-    if _GLOB_CHARS & set(expanded):
+    if GLOB_CHARS & set(expanded):
         matches = sorted(glob.glob(expanded, recursive=True))
         if not matches:
             raise DataError(f"data pattern {pattern!r} matched no files")
