@@ -12,7 +12,7 @@ import yaml
 from evogan.cli import main
 from evogan.config import load_config
 from evogan.plots.compare import RunRecord, summary_table
-from evogan.plots.runs import run_colours
+from evogan.plots.runs import run_colours, run_labels
 from evogan.regressor.evolve import evolve_regressor
 from evogan.regressor.rmsprop import train_regressor
 from evogan.search.campaign import Campaign
@@ -98,6 +98,13 @@ def test_every_run_gets_its_own_colour() -> None:
         assert len(set(run_colours(count))) == count
 
 
+def test_run_labels_add_parent_folders_only_where_names_repeat(tmp_path: Path) -> None:
+    paths = [tmp_path / "c3" / "member-0", tmp_path / "c7" / "member-0", tmp_path / "ga"]
+    assert run_labels(paths) == ["c3/member-0", "c7/member-0", "ga"]
+    deep = [tmp_path / "a" / "final" / "m", tmp_path / "b" / "final" / "m"]
+    assert run_labels(deep) == ["a/final/m", "b/final/m"]
+
+
 @pytest.fixture(scope="module")
 def gan_run(tmp_path_factory) -> Path:
     """Two epochs of the tiny 3DGAN, scored after each (validation records, contract 4)."""
@@ -124,6 +131,27 @@ def test_compare_draws_gan_losses_and_validation_score(gan_run: Path, tmp_path: 
     assert "None" not in table and "?" not in table
     best = min(r["score"] for r in read_metrics(gan_run / "metrics.jsonl", "validation"))
     assert f"| 2 | {best:.4g} |" in row
+
+
+def test_runs_of_one_name_are_told_apart_and_a_run_given_twice_is_refused(
+    gan_run: Path, tmp_path: Path, capsys
+) -> None:
+    """A search candidate's trainings are all ``member-0``: the table names their folders."""
+    first, second = tmp_path / "c3" / "member-0", tmp_path / "c7" / "member-0"
+    for copy in (first, second):
+        shutil.copytree(gan_run, copy)
+    out = tmp_path / "figures"
+    assert main(["compare", str(first), str(second), "--out", str(out)]) == 0
+    table = (out / "summary.md").read_text()
+    assert "| c3/member-0 | sync |" in table and "| c7/member-0 | sync |" in table
+    capsys.readouterr()
+    alias = tmp_path / "c7" / ".." / "c3" / "member-0"
+    never = tmp_path / "never"
+    assert main(["compare", str(first), str(alias), "--out", str(never)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"evogan: error: {first} and {alias} are the same directory; give each directory once"
+    ]
+    assert not never.exists()
 
 
 def test_compare_draws_a_gan_run_without_validation(gan_run: Path, tmp_path: Path) -> None:

@@ -75,12 +75,13 @@ def test_best_and_pareto_front() -> None:
     assert summary["candidates_per_hour"] == 3600 * 5 / 10.0
 
 
-def test_report_writes_table_and_figures(tmp_path: Path) -> None:
+def test_report_writes_table_and_figures(tmp_path: Path, capsys) -> None:
+    """Two campaigns of one directory name (two seeds' ``search``) are named by their folders."""
     from evogan.cli import main
 
     campaigns = []
     for name, rows in (("ga", ROWS), ("tpe", ROWS[1:])):
-        campaign = Campaign(tmp_path / name)
+        campaign = Campaign(tmp_path / f"{name}-seed" / "search")
         for row in rows:
             campaign.append("study", row)
         text = "backend: ga\n" if name == "ga" else "backend: optuna\noptuna: {sampler: tpe}\n"
@@ -89,6 +90,11 @@ def test_report_writes_table_and_figures(tmp_path: Path) -> None:
     out = tmp_path / "report"
     assert main(["report", *campaigns, "--out", str(out)]) == 0
     table = (out / "report.md").read_text()
-    assert "| ga (ga) | 1 | c01 | 3.0000" in table and "tpe (tpe)" in table
+    assert "| ga (ga-seed/search) | 1 | c01 | 3.0000" in table and "tpe (tpe-seed/search)" in table
+    capsys.readouterr()
+    assert main(["report", campaigns[0], campaigns[0], "--out", str(tmp_path / "never")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"evogan: error: {campaigns[0]} is given twice; give each directory once"
+    )
     for name in ("convergence.png", "pareto.png"):
         assert (out / name).stat().st_size > 10_000

@@ -35,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from evogan.plots.compare import RunRecord
     from evogan.plots.compare_gan import GanRunRecord
-    from evogan.plots.runs import refuse, run_task
+    from evogan.plots.runs import refuse, run_labels, run_task
     from evogan.store import RunDir, atomic_write
 
     tasks = []
@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> int:
         task = run_task(path)
         refuse(path, task, "compare", ACCEPTS, "use evogan report for search campaigns")
         tasks.append(task)
+    labels = run_labels(args.runs)
     check_out_dir(args.out)
-    regressors = [
-        RunRecord.load(p) for p, t in zip(args.runs, tasks, strict=True) if t == ACCEPTS[0]
-    ]
-    gans = [GanRunRecord.load(p) for p, t in zip(args.runs, tasks, strict=True) if t == ACCEPTS[1]]
+    runs = list(zip(args.runs, tasks, labels, strict=True))
+    regressors = [RunRecord.load(p, label) for p, t, label in runs if t == ACCEPTS[0]]
+    gans = [GanRunRecord.load(p, label) for p, t, label in runs if t == ACCEPTS[1]]
     for record in gans:
         if not record.epochs:
             raise EvoganError(

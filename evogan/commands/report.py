@@ -47,6 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--top")
+    from evogan.plots.runs import run_labels
     from evogan.plots.search import (
         CampaignRecord,
         best_table,
@@ -64,12 +65,13 @@ def run(args: argparse.Namespace) -> int:
         return _reproduce(args)
     if args.out is None:
         raise EvoganError("evogan report needs --out DIR (or --reproduce ID:MEMBER)")
-    records = [CampaignRecord.load(path) for path in args.campaigns]  # refuses non-campaigns
+    named = list(zip(args.campaigns, run_labels(args.campaigns), strict=True))
+    records = [CampaignRecord.load(path, label) for path, label in named]  # refuses non-campaigns
     check_out_dir(args.out)
     if args.final:
         if not _finals(args.campaigns, _again()):
             return 0  # not world rank 0: the report is written once
-        records = [CampaignRecord.load(path) for path in args.campaigns]  # with their `final`
+        records = [CampaignRecord.load(path, label) for path, label in named]  # with `final`
     args.out.mkdir(parents=True, exist_ok=True)
     table = best_table(records, args.top) + final_table(records)
     written = [

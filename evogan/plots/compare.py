@@ -30,7 +30,8 @@ class RunRecord:
     islands: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: str | Path) -> RunRecord:
+    def load(cls, path: str | Path, label: str | None = None) -> RunRecord:
+        """``label``: the run's name in legends and tables (default: its directory's name)."""
         run = RunDir.open(path)
         summary = run.summary()
         islands = {
@@ -38,7 +39,8 @@ class RunRecord:
             for folder in sorted((run.path / "islands").glob("island-*"))
             if (folder / METRICS).is_file()
         }
-        return cls(run.name, summary.get("method", "?"), summary, run.metrics("epoch"), islands)
+        method = summary.get("method", "?")
+        return cls(label or run.name, method, summary, run.metrics("epoch"), islands)
 
     @property
     def response(self) -> list[dict[str, Any]]:

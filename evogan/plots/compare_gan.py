@@ -41,11 +41,12 @@ class GanRunRecord:
     validations: list[dict[str, Any]]
 
     @classmethod
-    def load(cls, path: str | Path) -> GanRunRecord:
+    def load(cls, path: str | Path, label: str | None = None) -> GanRunRecord:
+        """``label``: the run's name in legends and tables (default: its directory's name)."""
         run = RunDir.open(path)
         config = yaml.safe_load(run.file(CONFIG).read_text(encoding="utf-8"))
         return cls(
-            run.name,
+            label or run.name,
             str((config.get("trainer") or {}).get("mode", "-")),
             run.file(SUMMARY).is_file(),
             run.metrics("epoch"),

@@ -41,6 +41,28 @@ def refuse(path: Path, task: str, command: str, accepts: tuple[str, ...], other:
     raise EvoganError(f"{path} is {what}; evogan {command} draws {wanted}; {other}")
 
 
+def run_labels(paths: list[Path]) -> list[str]:
+    """Labels that tell the runs apart in legends and tables: each directory's name, with as
+    many parent folders as it takes where names repeat (``c3/member-0``, ``c7/member-0``).
+    A directory given twice is refused: it would be drawn twice under one label."""
+    resolved = [path.resolve() for path in paths]
+    for index, path in enumerate(resolved):
+        if path in resolved[:index]:
+            first, again = paths[resolved.index(path)], paths[index]
+            same = f"{first} and {again} are the same directory"
+            if first == again:
+                same = f"{first} is given twice"
+            raise EvoganError(f"{same}; give each directory once")
+    depths = [1] * len(paths)
+    while True:
+        named = zip(resolved, depths, strict=True)
+        labels = ["/".join(path.parts[-depth:]) for path, depth in named]
+        repeated = {label for label in labels if labels.count(label) > 1}
+        if not repeated:
+            return labels
+        depths = [depth + (label in repeated) for depth, label in zip(depths, labels, strict=True)]
+
+
 def run_colours(count: int) -> list[tuple[float, float, float, float]]:
     """One distinct colour per run: tab10, tab20 for up to 20 runs, then evenly along turbo."""
     if count <= 20:

@@ -32,7 +32,8 @@ class CampaignRecord:
     summary: dict[str, Any]
 
     @classmethod
-    def load(cls, path: str | Path) -> CampaignRecord:
+    def load(cls, path: str | Path, label: str | None = None) -> CampaignRecord:
+        """``label``: the campaign's name in legends and tables (default: its directory's)."""
         campaign = Campaign(path)
         require_directory(campaign.path, "campaign directory")
         if not (campaign.path / CONFIG).is_file():
@@ -51,7 +52,8 @@ class CampaignRecord:
         )
         summary_file = campaign.path / SUMMARY
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
-        return cls(f"{method} ({campaign.path.name})", campaign.path, campaign.rows(), summary)
+        name = label or campaign.path.name
+        return cls(f"{method} ({name})", campaign.path, campaign.rows(), summary)
 
     def best_so_far(self) -> tuple[list[int], list[float], list[float]]:
         """Evaluations, campaign seconds and best fitness after each trained candidate."""
