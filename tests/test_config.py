@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from evogan.config import RegressorConfig, load_config
 from evogan.errors import ConfigError
+from evogan.search.campaign import resolve_base
 
 from .conftest import evogan
 
@@ -103,11 +105,31 @@ def test_empty_non_utf8_and_directory_configs_are_one_line(tmp_path: Path) -> No
 
 
 SHIPPED = sorted(Path(__file__).parents[1].joinpath("configs").glob("*.yaml"))
+SHIPPED_TINY_SEARCH = Path(__file__).parents[1] / "configs" / "arch_search_tiny.yaml"
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[path.name for path in SHIPPED])
-def test_shipped_configs_validate(path: Path) -> None:
-    load_config(path)
+def test_shipped_configs_validate(path: Path, tmp_path: Path, monkeypatch) -> None:
+    """From any working directory: a search config finds its base spec beside it."""
+    monkeypatch.chdir(tmp_path)
+    config = load_config(path)
+    if config.task == "search":
+        assert resolve_base(config, path).spec is not None
+
+
+def test_a_search_base_that_is_nowhere_names_both_places(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    search = tmp_path / "configs" / "search.yaml"
+    search.parent.mkdir()
+    raw = yaml.safe_load(SHIPPED_TINY_SEARCH.read_text())
+    search.write_text(yaml.safe_dump({**raw, "base": "gan3d_tiny.yaml"}))
+    with pytest.raises(ConfigError) as error:
+        resolve_base(load_config(search), search)
+    assert str(error.value) == (
+        "base = 'gan3d_tiny.yaml' must be a spec YAML file, but neither gan3d_tiny.yaml nor "
+        f"{search.parent / 'gan3d_tiny.yaml'} exists; give its path from the search config's "
+        "folder, or an absolute one"
+    )
 
 
 def test_cli_reports_one_line_without_traceback(tmp_path: Path) -> None:

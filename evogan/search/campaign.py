@@ -66,11 +66,18 @@ def resolve_base(config: SearchConfig, config_path: Path | None = None) -> Searc
     if config.spec is not None:
         return config
     path = Path(config.base)
-    if not path.is_file() and config_path is not None:
-        beside = Path(config_path).parent / path
-        path = beside if beside.is_file() else path
+    tried = [path]
+    if not path.is_file() and config_path is not None and not path.is_absolute():
+        tried.append(Path(config_path).parent / path)
+        path = tried[-1]
     if not path.is_file():
-        raise ConfigError(f"base = {config.base!r} must be a spec YAML file; it does not exist")
+        missing = f"{tried[0]} does not exist"
+        if len(tried) > 1:
+            missing = f"neither {tried[0]} nor {tried[1]} exists"
+        raise ConfigError(
+            f"base = {config.base!r} must be a spec YAML file, but {missing}; give its path "
+            "from the search config's folder, or an absolute one"
+        )
     spec = load_spec(path)
     raw = config.model_dump(mode="json")
     raw.update(base=None, spec=spec.model_dump(mode="json"))
