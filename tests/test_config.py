@@ -138,3 +138,23 @@ def test_cli_reports_one_line_without_traceback(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evogan: error:")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "config", "instead"),
+    [
+        ("evolve", "gan3d_tiny.yaml", "`evogan train`"),
+        ("train", "arch_search_tiny.yaml", "`evogan search`"),
+        ("search", "regressor_ga.yaml", "`evogan evolve` (GA, hybrid) or `evogan train` (RMSprop)"),
+    ],
+)
+def test_a_config_of_another_command_names_the_command_that_runs_it(
+    command: str, config: str, instead: str, capsys
+) -> None:
+    from evogan.cli import main
+
+    path = Path(__file__).parents[1] / "configs" / config
+    assert main([command, str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"cannot be run by `evogan {command}`" in err
+    assert err.endswith(f"config runs with {instead}")

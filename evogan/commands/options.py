@@ -23,6 +23,12 @@ from evogan.store.rundir import check_new_run_dir, check_run_name
 
 CAMPAIGN_MANIFEST = "campaign.json"
 """``evogan.search.campaign.MANIFEST``, named here: importing ``evogan.search`` starts MPI."""
+RUNS_TASK = {
+    "regressor": "`evogan evolve` (GA, hybrid) or `evogan train` (RMSprop)",
+    "gan3d": "`evogan train`",
+    "search": "`evogan search`",
+}
+"""The commands that run each config task, named when another command is given one."""
 
 
 def require_counts(args: argparse.Namespace, *options: str) -> None:
@@ -196,9 +202,10 @@ def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) ->
         source = str(args.resume / "config.yaml")
     task = getattr(config, "task", None)
     if task not in tasks:
+        instead = f"; a {task} config runs with {RUNS_TASK[task]}" if task in RUNS_TASK else ""
         raise ConfigError(
-            f"{source}: task = {task!r} cannot be run by `evogan {command}`; "
-            f"allowed: {', '.join(tasks)}"
+            f"{source}: task = {task!r} cannot be run by `evogan {command}` "
+            f"(allowed: {', '.join(tasks)}){instead}"
         )
     for section in ("run", "campaign"):
         check_run_name(getattr(getattr(config, section, None), "name", None), f"{section}.name")
