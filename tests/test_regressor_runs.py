@@ -93,7 +93,8 @@ def test_ga_run_writes_a_complete_run_directory(runs) -> None:
     )
     assert all(r["test_mape"] > 0 for r in epochs)
     assert load_config(run / "config.yaml").ga.batch_size == 32  # the resolved config reloads
-    assert "gen 0 |" in done["ga"].stdout and "test MAPE" in done["ga"].stdout
+    assert "gen 0 |" in done["ga"].stdout  # errors in percent, as the docs and tables give them
+    assert f"ga: test MAPE {100 * summary['test_mape']:.2f}% after" in done["ga"].stdout
 
 
 def test_saved_model_is_the_best_individual(runs) -> None:
@@ -177,9 +178,13 @@ def test_same_seed_gives_identical_runs(runs) -> None:
 
 
 def test_rmsprop_reduces_the_loss_on_a_tiny_set(runs) -> None:
-    root, _, _ = runs
+    root, _, done = runs
     summary = json.loads((root / "rmsprop" / "summary.json").read_text())
     epochs = read_metrics(root / "rmsprop" / "metrics.jsonl", "epoch")
+    last = f"test MAPE {100 * epochs[-1]['test_mape']:.2f}% | "
+    assert f"epoch 4/4 | train {100 * epochs[-1]['reference_fitness']:.2f}% | {last}" in (
+        done["rmsprop"].stdout
+    )
     assert summary["method"] == "rmsprop" and len(epochs) == 4
     train_loss = [r["reference_fitness"] for r in epochs]
     assert train_loss[-1] < 0.5 * train_loss[0]

@@ -31,7 +31,7 @@ from evogan.regressor import island_report as report
 from evogan.regressor.data import RegressorData, load_and_check
 from evogan.regressor.problem import RegressorProblem, require_cuda
 from evogan.regressor.readout import ReadoutStart
-from evogan.regressor.report import Progress, epoch_test_mape, finish_run
+from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent
 from evogan.regressor.strategy import build_strategy, method_name, schedules
 from evogan.store import MetricsWriter, RunDir
 from evogan.store.lock import resume_line
@@ -186,7 +186,7 @@ class IslandRun:
         if reports is not None:
             summary = self._summarise(run, problem, test, reports, session.island_count)
             self.announce(
-                f"{self.method}: test MAPE {summary['test_mape']:.4f} after "
+                f"{self.method}: test MAPE {percent(summary['test_mape'])} after "
                 f"{summary['generations']} generations ({summary['train_seconds']:.1f} s, "
                 f"{summary['islands']} island(s)); summary in {run.file('summary.json')}"
             )

@@ -65,8 +65,8 @@ class Progress:
             left = record["train_seconds"] / done * (self.epochs - done)
             self._print(
                 f"epoch {done}/{self.epochs} | "
-                f"train {_fmt(record.get('reference_fitness'))} | "
-                f"test MAPE {_fmt(self.test_mape)} | {record['train_seconds']:.1f} s | "
+                f"train {percent(record.get('reference_fitness'))} | "
+                f"test MAPE {percent(self.test_mape)} | {record['train_seconds']:.1f} s | "
                 f"ETA {format_seconds(left)}"
             )
         elif record["generation"] % self.every == 0:
@@ -75,12 +75,12 @@ class Progress:
                 ""
                 if record.get("global_best") is None
                 else (
-                    f" | global best {_fmt(record['global_best'])}"  # island runs: all islands
+                    f" | global best {percent(record['global_best'])}"  # island runs: all islands
                 )
             )
             self._print(
                 f"{self.unit} {record['generation']} | epoch {record['epoch'] + 1}/{self.epochs} | "
-                f"best {_fmt(record['best'])}{island} | test MAPE {_fmt(self.test_mape)} | "
+                f"best {percent(record['best'])}{island} | test MAPE {percent(self.test_mape)} | "
                 f"{rate:.1f} {self.unit}/s | {record['evaluations_per_s']:.0f} evals/s"
             )
 
@@ -88,8 +88,9 @@ class Progress:
         print(line, file=self.stream, flush=True)
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
+def percent(value: float | None) -> str:
+    """A relative error (MAPE, a fraction in the records) as the percent users read."""
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.2f}%"
 
 
 def epoch_test_mape(

@@ -29,7 +29,7 @@ from evogan.progress import format_seconds
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
 from evogan.regressor.network import RegressorLayout, RegressorNet, batched_predict
 from evogan.regressor.readout import ReadoutStart, initial_networks
-from evogan.regressor.report import Progress, epoch_test_mape, finish_run, start_run
+from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent, start_run
 from evogan.store import RunDir
 
 _BLOCK_EVENTS = 36
@@ -136,7 +136,7 @@ class StepProgress:
             test = self.progress.test_mape
             print(
                 f"step {record['step']} | epoch {record['epoch'] + 1}/{self.progress.epochs} | "
-                f"loss {record['loss']:.4f} | test MAPE {'-' if test is None else f'{test:.4f}'}"
+                f"loss {percent(record['loss'])} | test MAPE {percent(test)}"
                 f" | {done / max(record['train_seconds'], 1e-12):.1f} step/s | "
                 f"{format_seconds(record['wall_seconds'])}",
                 file=self.progress.stream,
@@ -203,7 +203,7 @@ def train_regressor(
         },
     )
     announce(
-        f"rmsprop: test MAPE {summary['test_mape']:.4f} after {result.steps} steps "
+        f"rmsprop: test MAPE {percent(summary['test_mape'])} after {result.steps} steps "
         f"({result.train_seconds:.1f} s); summary in {run.file('summary.json')}"
     )
     return run
