@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     attrs.update(precision=args.precision, **drawn)
     _write(args, spec, generator, (energy, theta), attrs)
     low, high = drawn["energy_range"]
-    print(f"wrote {len(energy)} showers from {path} ({low:g}-{high:g} GeV) to {args.out}")
+    print(f"wrote {len(energy)} showers from {path} ({low:.4g}-{high:.4g} GeV) to {args.out}")
     return 0
 
 
