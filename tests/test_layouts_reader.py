@@ -121,7 +121,26 @@ def test_streaming_equals_bulk_read(tmp_path, chunk_events):
     np.testing.assert_array_equal(np.concatenate([c.energy for c in chunks]), energies(15))
     part = data.select(3, 12).read()
     np.testing.assert_array_equal(part.ecal, expected[3:12])
-    np.testing.assert_array_equal(data.take(4).energies(), energies(4))
+    np.testing.assert_array_equal(data.take(4).energies(), np.r_[energies(3), energies(1, 10)])
+    np.testing.assert_array_equal(data.take(20).energies(), energies(15))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 9, 10, 11, 29])
+def test_take_spans_every_file_in_proportion(tmp_path, n):
+    """Three files of 10, 3 and 17 events: ``n`` in all, each file's share within one event
+    of its proportion, each file's first events, in file order."""
+    sizes, paths, first = (10, 3, 17), [], 0
+    for index, size in enumerate(sizes):
+        paths.append(write_layout(tmp_path / f"f{index}.h5", "fixed25", size, first=first))
+        first += size
+    taken = ShowerDataset.from_files(open_files(paths)).take(n)
+    ranges = {path: (start, stop) for path, start, stop in taken.ranges}
+    counts = [ranges.get(path, (0, 0))[1] for path in paths]
+    assert sum(counts) == n and all(start == 0 for start, _ in ranges.values())
+    assert all(abs(k - n * size / sum(sizes)) < 1 for k, size in zip(counts, sizes, strict=True))
+    offsets = np.cumsum((0, *sizes[:-1]))
+    expected = [energies(k, offset) for k, offset in zip(counts, offsets, strict=True)]
+    np.testing.assert_array_equal(taken.energies(), np.concatenate(expected))
 
 
 def test_split_by_fraction_and_limits(tmp_path):
@@ -134,10 +153,12 @@ def test_split_by_fraction_and_limits(tmp_path):
     np.testing.assert_array_equal(train.energies(), np.r_[energies(9), energies(6, 12)])
     np.testing.assert_array_equal(test.energies(), np.r_[energies(3, 9), energies(2, 18)])
     assert "15 training / 5 test events" in said[-1]
+    # Limits take from every file in proportion (12 of 12 + 8: 7 + 5), the first of each, so
+    # a limited set still spans every file's range; the train/test split follows per file.
     cfg = DataConfig(files=files, test_fraction=0.25, max_events=12, train_events=4, test_events=50)
     train, test = open_dataset(cfg, announce=said.append)
-    np.testing.assert_array_equal(train.energies(), energies(4))
-    np.testing.assert_array_equal(test.energies(), energies(3, 9))
+    np.testing.assert_array_equal(train.energies(), np.r_[energies(2), energies(2, 12)])
+    np.testing.assert_array_equal(test.energies(), np.r_[energies(2, 5), energies(1, 16)])
     assert any("data.test_events = 50 but only 3" in line for line in said)
     with pytest.raises(DataError, match=r"1 event\(s\) cannot be split"):
         open_dataset(DataConfig(files=files, max_events=1), announce=said.append)

@@ -237,7 +237,7 @@ def _taken(args: argparse.Namespace, meta: dict, angle: bool, read: dict) -> tup
             f"--events {args.events} is more than the {len(source)} showers of "
             f"--conditions-from {args.conditions_from}; pass at most {len(source)}, or no --events"
         )
-    energy, theta = source.take(args.events or len(source)).conditions()
+    energy, theta = source.select(0, args.events or len(source)).conditions()  # the first, in order
     theta = theta if angle else None
     notes = beyond_training(meta, energy, theta, "the --conditions-from showers'")
     drawn = {

@@ -113,8 +113,21 @@ class ShowerDataset:
         return self._like(train), self._like(test)
 
     def take(self, n: int) -> ShowerDataset:
-        """The first ``n`` events (all of them when there are fewer)."""
-        return self.select(0, n)
+        """``n`` events (all of them when there are fewer) from every file in proportion to
+        its events, the first ones of each: the public sets hold one energy or angle range
+        per file, so the first ``n`` of the view would cover the first files' ranges alone.
+        The first ``n`` events of a single file."""
+        total = len(self)
+        if n >= total:
+            return self
+        sizes = [s.stop - s.start for s in self._segments]
+        shares = [n * size / total for size in sizes]
+        counts = [int(share) for share in shares]
+        by_remainder = sorted(range(len(sizes)), key=lambda i: counts[i] - shares[i])
+        for i in by_remainder[: n - sum(counts)]:  # largest remainders first: n in all
+            counts[i] += 1
+        kept = zip(self._segments, counts, strict=True)
+        return self._like(Segment(s.file, s.start, s.start + k) for s, k in kept)
 
     def shard(self, rank: int, size: int) -> ShowerDataset:
         """Contiguous block ``rank`` of ``size`` balanced blocks (sizes differ by at most 1)."""
@@ -138,8 +151,9 @@ class ShowerDataset:
     def read(
         self, max_events: int | None = None, on_read: Callable[[int], object] | None = None
     ) -> ShowerChunk:
-        """All events of the view (or the first ``max_events``) in one chunk, each file's cells
-        read straight into it; ``on_read(showers)`` after each slice (progress displays)."""
+        """All events of the view (or ``max_events`` of them, as :meth:`take` picks) in one
+        chunk, each file's cells read straight into it; ``on_read(showers)`` after each slice
+        (progress displays)."""
         view = self if max_events is None else self.take(max_events)
         n = len(view)
         ecal = np.empty((n, *view.shape), dtype=np.float32)
