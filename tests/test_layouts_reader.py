@@ -181,9 +181,12 @@ def test_shard_is_disjoint_complete_and_balanced(tmp_path):
     data = ShowerDataset.from_files(open_files([str(tmp_path / "*.h5")])).select(1, 13)
     for size in (1, 2, 3, 5, 12, 15):
         seen = [data.shard(rank, size).energies().tolist() for rank in range(size)]
-        flat = [e for part in seen for e in part]
-        assert flat == energies(12, 1).tolist(), size  # disjoint, complete, in order
+        flat = sorted(e for part in seen for e in part)
+        assert flat == energies(12, 1).tolist(), size  # disjoint and complete
+        assert all(part == sorted(part) for part in seen)  # each file's block in order
         assert max(map(len, seen)) - min(map(len, seen)) <= 1
+        if size <= 6:  # every rank reads both files (6 events of a.h5, 6 of b.h5)
+            assert all(min(part) < 17 <= max(part) for part in seen), (size, seen)
     with pytest.raises(DataError, match="rank 2 of 2"):
         data.shard(2, 2)
 
@@ -211,4 +214,5 @@ def test_shards_under_mpirun(tmp_path):
     first, second = reports[0]["events"], reports[1]["events"]
     assert not set(first) & set(second)
     assert sorted(first + second) == [*range(7), *range(9, 14)]
-    assert len(first) == len(second) == 6  # a block crossing the file boundary
+    assert len(first) == len(second) == 6
+    assert all(min(r) < 9 <= max(r) for r in (first, second))  # both read both files

@@ -82,5 +82,5 @@ def test_load_regressor_data_shards_training_events(tmp_path):
         assert test.x.shape == (3, 1, 25, 25)
     full_train, _ = open_dataset(cfg, **quiet)
     assert len(full_train) == 7
-    with pytest.raises(DataError, match="rank 0 of 8 gets no training events"):
-        load_regressor_data(cfg, rank=0, size=8, **quiet)
+    with pytest.raises(DataError, match="rank 7 of 8 gets no training events"):
+        load_regressor_data(cfg, rank=7, size=8, **quiet)  # 7 events: ranks 0-6 get one each

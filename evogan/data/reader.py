@@ -130,11 +130,20 @@ class ShowerDataset:
         return self._like(Segment(s.file, s.start, s.start + k) for s, k in kept)
 
     def shard(self, rank: int, size: int) -> ShowerDataset:
-        """Contiguous block ``rank`` of ``size`` balanced blocks (sizes differ by at most 1)."""
+        """Block ``rank`` of ``size`` of every file's events: each rank reads every file, as
+        the public sets hold one energy or angle range per file (one block of the whole view
+        would give each rank the ranges of its own files alone). A file's leftover events go
+        to the ranks in turn across files, so shard sizes differ by at most 1."""
         if not 0 <= rank < size:
             raise DataError(f"shard needs 0 <= rank < size, got rank {rank} of {size}")
-        n = len(self)
-        return self.select(rank * n // size, (rank + 1) * n // size)
+        segments, turn = [], 0
+        for s in self._segments:
+            each, extra = divmod(s.stop - s.start, size)
+            counts = [each + ((r - turn) % size < extra) for r in range(size)]
+            start = s.start + sum(counts[:rank])
+            segments.append(Segment(s.file, start, start + counts[rank]))
+            turn = (turn + extra) % size
+        return self._like(segments)
 
     def iter_chunks(self, chunk_events: int | None = None) -> Iterator[ShowerChunk]:
         """Stream the view in order, at most about ``chunk_events`` events per chunk.
