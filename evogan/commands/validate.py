@@ -158,11 +158,11 @@ def _floor(reference) -> dict:
 def _generator_files(generated: Path, args: argparse.Namespace) -> list[Path]:
     """GENERATED's generator and the ``--ensemble`` ones, found before the reference is read
     so that a wrong directory is refused first; none when GENERATED holds showers."""
-    from evogan.data.reader import GLOB_CHARS
+    from evogan.data.reader import expand_pattern
     from evogan.gan3d.model_file import find_generator, is_generator
     from evogan.physics.members import expand
 
-    if not (generated.expanduser().exists() or GLOB_CHARS & set(str(generated))):
+    if not expand_pattern(str(generated))[0].exists():
         raise DataError(
             f"GENERATED {generated} does not exist; pass a generator .h5 file, a gan3d run "
             "directory or shower file(s)"

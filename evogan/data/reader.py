@@ -31,7 +31,7 @@ from evogan.data.hdf5 import (
 from evogan.data.layouts import resolve_layout
 from evogan.errors import DataError
 
-GLOB_CHARS = set("*?[")
+_GLOB_CHARS = set("*?[")
 
 
 class ShowerDataset:
@@ -210,7 +210,7 @@ def open_files(
         patterns = [patterns]
     paths: list[Path] = []
     for pattern in patterns:
-        paths.extend(_expand(str(pattern)))
+        paths.extend(expand_pattern(str(pattern)))
     if not paths:
         raise DataError("no data files given; set data.files to paths or glob patterns")
     unique: dict[Path, Path] = {}
@@ -313,9 +313,10 @@ def _limit(
     return data.take(limit)
 
 
-def _expand(pattern: str) -> list[Path]:
+def expand_pattern(pattern: str) -> list[Path]:
+    """The files a path or glob names (``~`` expanded); a glob that matches none is refused."""
     expanded = os.path.expanduser(pattern)
-    if GLOB_CHARS & set(expanded):
+    if _GLOB_CHARS & set(expanded):
         matches = sorted(glob.glob(expanded, recursive=True))
         if not matches:
             raise DataError(f"data pattern {pattern!r} matched no files")
