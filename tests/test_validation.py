@@ -57,10 +57,14 @@ def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_
         str(out),
         "--bins",
         "3",
+        "--events",
+        "500",
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["events"] == 120 and math.isfinite(report["score"])
+    fewer = "the reference holds 120 showers, fewer than --events 500; all 120 are scored"
+    assert report["notes"] == [fewer]
     shown = result.stderr.splitlines()  # progress of the long steps, as lines off a terminal
     for step in ("read reference: ", "read generated: 120/120 showers (100%)", "floor: 6/6"):
         assert any(line.startswith(step) for line in shown), (step, shown)

@@ -32,10 +32,11 @@ RUNS_TASK = {
 
 
 def require_counts(args: argparse.Namespace, *options: str) -> None:
-    """Each named option (``--batch-size``) is a count of at least 1: a one-line error else."""
+    """Each named option (``--batch-size``) is a count of at least 1 when given: a one-line
+    error else."""
     for option in options:
         value = getattr(args, option.removeprefix("--").replace("-", "_"))
-        if value < 1:
+        if value is not None and value < 1:
             raise EvoganError(f"{option} must be at least 1, got {value}")
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # these load only when the command reads and scores data
     from evogan.physics import Reference
 
 RANGE_TOLERANCE = 0.05  # of the reference's energy span: sampling noise at the range ends
+DEFAULT_EVENTS = 2000
 
 
 def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
@@ -46,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument("--out", type=Path, help="output directory (created if missing)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument(
-        "--events", type=int, default=2000, help="reference showers to use (default: 2000)"
+        "--events", type=int, help=f"reference showers to use (default: {DEFAULT_EVENTS})"
     )
     parser.add_argument(
         "--ensemble",
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from evogan.physics.score import require_bin_events, require_floor_events
 
     dataset = ShowerDataset.from_files(open_files(args.reference, **read))
-    view = dataset.take(args.events)
+    view = dataset.take(args.events or DEFAULT_EVENTS)
     require_floor_events(len(view))
     require_bin_events(len(view), args.bins)
     showers, members, models = None, [], []
@@ -100,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         members, models, notes = _checked_generators(generators, view)
     else:
         showers, notes = _checked_showers(args, view)
+    if args.events and args.events > len(view):
+        notes.append(
+            f"the reference holds {len(view)} showers, fewer than --events {args.events}; "
+            f"all {len(view)} are scored"
+        )
     reference, chunk = _reference(view, args)
     job = Job(reference, chunk, [str(p) for p in dataset.files], members, models, notes=notes)
     say = _printer(args.json)
@@ -138,8 +144,7 @@ def _reference(view: ShowerDataset, args: argparse.Namespace) -> tuple[Reference
 
 
 def _read(view: ShowerDataset, what: str) -> ShowerChunk:
-    """The showers of ``view``, with progress (a large reference on a cluster file system takes
-    minutes to read), once every check that needs no cells has passed."""
+    """The showers of ``view``, with progress, once every check that needs no cells passed."""
     from evogan.progress import progress
 
     with progress(f"read {what}", total=len(view), unit="showers") as task:
@@ -219,7 +224,7 @@ def _checked_showers(
             f"--ensemble needs generators, but GENERATED {args.generated} holds showers; "
             "pass a generator file or run directory"
         )
-    view = ShowerDataset.from_files(open_files(args.generated)).take(args.events)
+    view = ShowerDataset.from_files(open_files(args.generated)).take(args.events or DEFAULT_EVENTS)
     _check_window(tuple(view.shape), tuple(reference.shape), "generated showers")
     if len(view) < args.bins:
         raise DataError(
@@ -392,6 +397,4 @@ def _printer(quiet_stdout: bool):
 
 
 def _default_out(generated: Path) -> Path:
-    if generated.is_dir():
-        return generated / "validation"
-    return generated.parent / "validation"
+    return (generated if generated.is_dir() else generated.parent) / "validation"
