@@ -112,3 +112,18 @@ def test_validation_settings_that_cannot_work_are_refused_before_a_run_exists(
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("evogan: error:") and key in line
     assert not run.exists()
+
+
+def test_more_validation_events_than_the_test_split_holds_are_noted(capsys) -> None:
+    from mpi4py import MPI
+
+    from evogan.gan3d.setup import load_data
+
+    config = load_config(CONFIG, ["trainer.validation_events=5000"])
+    _, held_out = load_data(config.data, config.trainer, MPI.COMM_SELF)
+    held = len(held_out)
+    assert 0 < held < 5000
+    assert (
+        f"note: trainer.validation_events = 5000, but the test split holds {held} showers; "
+        f"validating on all {held}"
+    ) in capsys.readouterr().out

@@ -178,7 +178,12 @@ def load_data(data: DataConfig, settings: ParallelConfig, world: MPI.Comm) -> tu
     announce = print if world.rank == 0 else (lambda _message: None)
     train, test = open_dataset(data, announce=announce)
     wanted = settings.validation_events or len(test)
-    return train.shard(world.rank, world.size), test.take(min(wanted, len(test)))
+    if wanted > len(test):
+        announce(
+            f"note: trainer.validation_events = {wanted}, but the test split holds {len(test)} "
+            f"showers; validating on all {len(test)}"
+        )
+    return train.shard(world.rank, world.size), test.take(wanted)
 
 
 def batch_shape(
