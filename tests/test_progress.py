@@ -178,6 +178,7 @@ def test_search_reports_candidate_k_of_n_and_labels_group_lines(
     # Every line is the search's own or labelled with the group that printed it.
     assert all(line.startswith(("search: ", "[group 0] ", "[group 1] ")) for line in out), out
     assert any(line.startswith("[group 1] ") for line in out)
+    assert "search: note: fitness.test_events = 20, but the test split holds 12 showers" in out[1]
     both = result.stdout + result.stderr
     assert "[I " not in both and "optuna: info" not in both and "A new study" not in both
 

@@ -11,7 +11,7 @@ from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base
-from evogan.search.fitness import check_data
+from evogan.search.fitness import Scorer, check_data
 from evogan.search.pbt import check_population, pbt_summary, segment_count
 from evogan.search.scheduler import Session
 from evogan.search.space import Space
@@ -41,12 +41,7 @@ def run_search(
     campaign, number, offset = _open(config, world, run_dir, resume)
     session = Session(config, space, campaign, scorer, number, offset)
     if world.rank == 0:
-        action = "resuming" if resume is not None else "starting"
-        print(
-            f"search: {action} {config.backend} campaign {campaign.path} on {world.size} rank(s), "
-            f"{world.size // config.ranks_per_group} group(s) of {config.ranks_per_group}",
-            flush=True,
-        )
+        _announce(config, campaign, world.size, scorer, resumed=resume is not None)
     flag = session.flag
     world.Barrier()
     session.started = time.perf_counter()
@@ -76,6 +71,26 @@ def run_search(
 
     run_final(config, campaign, world, resume_command, session.scorer)  # final.top 0: no test
     return campaign
+
+
+def _announce(
+    config: SearchConfig, campaign: Campaign, ranks: int, scorer: Scorer, resumed: bool
+) -> None:
+    """The campaign's first line, and a note where the test split holds fewer showers than
+    ``fitness.test_events`` asks for."""
+    action = "resuming" if resumed else "starting"
+    print(
+        f"search: {action} {config.backend} campaign {campaign.path} on {ranks} rank(s), "
+        f"{ranks // config.ranks_per_group} group(s) of {config.ranks_per_group}",
+        flush=True,
+    )
+    held, wanted = len(scorer.energy), config.fitness.test_events
+    if held < wanted:
+        print(
+            f"search: note: fitness.test_events = {wanted}, but the test split holds {held} "
+            f"showers; every candidate is scored on all {held}",
+            flush=True,
+        )
 
 
 def _open(
