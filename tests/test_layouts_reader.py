@@ -160,6 +160,10 @@ def test_split_by_fraction_and_limits(tmp_path):
     np.testing.assert_array_equal(train.energies(), np.r_[energies(2), energies(2, 12)])
     np.testing.assert_array_equal(test.energies(), np.r_[energies(2, 5), energies(1, 16)])
     assert any("data.test_events = 50 but only 3" in line for line in said)
+    said.clear()
+    cfg = DataConfig(files=files, test_fraction=0.25, max_events=99)
+    assert len(open_dataset(cfg, announce=said.append)[0]) == 15
+    assert "data: data.max_events = 99 but only 20 are available; using 20" in said
     with pytest.raises(DataError, match=r"1 event\(s\) cannot be split"):
         open_dataset(DataConfig(files=files, max_events=1), announce=said.append)
 

@@ -273,8 +273,7 @@ def open_dataset(
     view = dict(cell_threshold=cfg.cell_threshold, chunk_events=cfg.chunk_events)
     files = open_files(patterns, **options)
     everything = ShowerDataset.from_files(files, **view)
-    if cfg.max_events is not None:
-        everything = everything.take(cfg.max_events)
+    everything = _limit(everything, cfg.max_events, "data.max_events", announce)
     if cfg.test_files:
         test_files = open_files(cfg.test_files, **options)
         shared = {f.path.resolve() for f in files} & {f.path.resolve() for f in test_files}
