@@ -293,11 +293,15 @@ def single_process(
     flops = step_flops(spec)
     before = matmul_rate(size, device=device)
     warmup = _warmup(on_gpu, forward)
-    samples = train_rate(spec, batch, steps, warmup=warmup, device=device, forward=forward)
-    rate = max(before, matmul_rate(size, device=device))  # the faster: a conservative bound
-    extra = {}
     if on_gpu:
-        extra = {"gpu": torch.cuda.get_device_name(device), "matmul_fp32_gflops": rate / 1e9}
+        torch.cuda.reset_peak_memory_stats(device)
+    samples = train_rate(spec, batch, steps, warmup=warmup, device=device, forward=forward)
+    extra = {}
+    if on_gpu:  # the training's peak, before the matmul rates allocate their own operands
+        extra["train_peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    rate = max(before, matmul_rate(size, device=device))  # the faster: a conservative bound
+    if on_gpu:
+        extra |= {"gpu": torch.cuda.get_device_name(device), "matmul_fp32_gflops": rate / 1e9}
         rate = max(rate, tf32_matmul_rate(size, torch.device(device)))
     bound = rate / flops["train_step"]
     return {
@@ -474,6 +478,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"({single['inference_ms_per_shower_on_device']:.2f} without the copy to the host; "
         f"{single['inference_gflops_per_shower']:.2f} GFLOP/shower)"
     )
+    if "train_peak_gib" in single:
+        print(f"training peak GPU memory allocated: {single['train_peak_gib']:.2f} GiB")
     if args.profile:
         print(profile_step(spec, args.batch, args.device, forward))
         print(profile_inference(spec, args.inference_batch, args.device, forward))

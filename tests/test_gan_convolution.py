@@ -124,6 +124,22 @@ def test_fft_size_has_no_prime_factor_above_seven() -> None:
         assert m == 1
 
 
+def test_fft_size_is_the_smallest_length_of_the_primes_given() -> None:
+    def smooth(n: int, primes: tuple[int, ...]) -> bool:
+        for p in primes:
+            while n % p == 0:
+                n //= p
+        return n == 1
+
+    assert [fft_size(n, (2, 3)) for n in (41, 55, 51)] == [48, 64, 54]
+    assert [fft_size(n, (2, 3, 5)) for n in (41, 55, 43)] == [45, 60, 45]
+    for primes in ((2,), (2, 3), (2, 3, 5)):
+        for n in range(1, 120):
+            size = fft_size(n, primes)
+            assert smooth(size, primes)
+            assert not any(smooth(m, primes) for m in range(n, size))
+
+
 @pytest.mark.parametrize(
     ("channels", "cells", "kernel", "pads"),
     [
