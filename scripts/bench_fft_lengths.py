@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import torch
-from bench_gan import train_rate
+from bench_gan import _synchronize, train_rate
 
 from evogan.gan3d import convolution
 from evogan.gan3d.precision import ForwardOptions
@@ -49,20 +49,15 @@ def block_inputs(spec: GanSpec, device: str) -> list[tuple[tuple[int, ...], tupl
     return sorted(seen)
 
 
-def _synchronize(device: str) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def transform_ms(lengths: list[int], channels: int, batch: int, device: str) -> float:
     """Milliseconds of one forward and one inverse real transform at these lengths."""
     x = torch.randn(batch, channels, *lengths, device=device)
     best = float("inf")
     for repeat in range(6):
-        _synchronize(device)
+        _synchronize(x.device)
         start = time.perf_counter()
         torch.fft.irfftn(torch.fft.rfftn(x, dim=(2, 3, 4)), s=lengths, dim=(2, 3, 4))
-        _synchronize(device)
+        _synchronize(x.device)
         if repeat:
             best = min(best, time.perf_counter() - start)
     return 1e3 * best
