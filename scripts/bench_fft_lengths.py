@@ -33,12 +33,12 @@ FFT = ForwardOptions(convolution="fft")
 
 
 def block_inputs(spec: GanSpec, device: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """(channels and cells, pads) of every FFT-form convolution one training step runs."""
+    """(channels and cells, padded cells) of every FFT-form convolution one training step runs."""
     seen = set()
     shape_of = convolution._fft_shape
 
     def record(x: torch.Tensor, pads: list[int]) -> list[int]:
-        seen.add((tuple(x.shape[1:]), tuple(pads)))
+        seen.add((tuple(x.shape[1:]), tuple(convolution.padded_cells(x, pads))))
         return shape_of(x, pads)
 
     convolution._fft_shape = record
@@ -65,13 +65,12 @@ def transform_ms(lengths: list[int], channels: int, batch: int, device: str) -> 
 
 def transforms(spec: GanSpec, batch: int, device: str) -> list[dict]:
     rows = []
-    for (channels, *cells), pads in block_inputs(spec, device):
-        padded = [n + pads[2 * a] + pads[2 * a + 1] for a, n in enumerate(cells)]
+    for (channels, *cells), padded in block_inputs(spec, device):
         options = {
             name: [convolution.fft_size(n, primes) for n in padded] for name, primes in SETS.items()
         }
-        options["exact"] = padded
-        row = {"input": [channels, *cells], "pads": list(pads)}
+        options["exact"] = list(padded)
+        row = {"input": [channels, *cells], "padded": list(padded)}
         for name, lengths in options.items():
             row[name] = {"lengths": lengths, "ms": transform_ms(lengths, channels, batch, device)}
         rows.append(row)
@@ -88,12 +87,13 @@ def transforms(spec: GanSpec, batch: int, device: str) -> list[dict]:
 
 def steps(spec: GanSpec, batch: int, device: str) -> dict[str, list[float]]:
     rates: dict[str, list[float]] = {name: [] for name in SETS}
+    shipped = convolution.FFT_PRIMES
     for name in [*SETS, *reversed(SETS)]:
         convolution.FFT_PRIMES = SETS[name]
         try:
             rates[name].append(train_rate(spec, batch, 3, warmup=3, device=device, forward=FFT))
         finally:
-            convolution.FFT_PRIMES = SETS["2,3,5,7"]
+            convolution.FFT_PRIMES = shipped
         print(
             f"eager float32 + fft step, primes {name}: {rates[name][-1]:.1f} samples/s", flush=True
         )

@@ -116,16 +116,18 @@ def fft_size(n: int, primes: tuple[int, ...] | None = None) -> int:
         n += 1
 
 
+def padded_cells(x: torch.Tensor, pads: list[int]) -> list[int]:
+    """Cells per axis of ``x`` with its zero padding (``pads``: before, after per axis)."""
+    return [n + pads[2 * a] + pads[2 * a + 1] for a, n in enumerate(x.shape[2:])]
+
+
 def _fft_shape(x: torch.Tensor, pads: list[int]) -> list[int]:
-    return [fft_size(n + pads[2 * a] + pads[2 * a + 1]) for a, n in enumerate(x.shape[2:])]
+    return [fft_size(n) for n in padded_cells(x, pads)]
 
 
 def _valid(x: torch.Tensor, weight: torch.Tensor, pads: list[int]) -> tuple[int, ...]:
     """Output cells per axis of the valid correlation of the zero-padded ``x`` with ``weight``."""
-    return tuple(
-        n + pads[2 * a] + pads[2 * a + 1] - k + 1
-        for a, (n, k) in enumerate(zip(x.shape[2:], weight.shape[2:], strict=True))
-    )
+    return tuple(n - k + 1 for n, k in zip(padded_cells(x, pads), weight.shape[2:], strict=True))
 
 
 def _spectrum(x: torch.Tensor, size: list[int], pads: list[int] | None = None) -> torch.Tensor:
