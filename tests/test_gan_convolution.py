@@ -113,31 +113,30 @@ def test_phase_form_under_bf16_autocast_and_channels_last_stays_within_bf16_roun
     assert 1e-4 < error < 2e-2, error  # above 1e-4: bf16 really ran
 
 
+def _smooth(n: int, primes: tuple[int, ...]) -> bool:
+    """Whether every prime factor of ``n`` is in ``primes``."""
+    for p in primes:
+        while n % p == 0:
+            n //= p
+    return n == 1
+
+
 def test_fft_size_has_no_prime_factor_above_seven() -> None:
     assert [fft_size(n) for n in (25, 27, 41, 43, 47, 51, 53)] == [25, 27, 42, 45, 48, 54, 54]
     for n in range(1, 200):
-        m, size = fft_size(n), fft_size(n)
+        size = fft_size(n)
         assert size >= n
-        for p in (2, 3, 5, 7):
-            while m % p == 0:
-                m //= p
-        assert m == 1
+        assert _smooth(size, (2, 3, 5, 7))
 
 
 def test_fft_size_is_the_smallest_length_of_the_primes_given() -> None:
-    def smooth(n: int, primes: tuple[int, ...]) -> bool:
-        for p in primes:
-            while n % p == 0:
-                n //= p
-        return n == 1
-
     assert [fft_size(n, (2, 3)) for n in (41, 55, 51)] == [48, 64, 54]
     assert [fft_size(n, (2, 3, 5)) for n in (41, 55, 43)] == [45, 60, 45]
     for primes in ((2,), (2, 3), (2, 3, 5)):
         for n in range(1, 120):
             size = fft_size(n, primes)
-            assert smooth(size, primes)
-            assert not any(smooth(m, primes) for m in range(n, size))
+            assert _smooth(size, primes)
+            assert not any(_smooth(m, primes) for m in range(n, size))
 
 
 @pytest.mark.parametrize(
