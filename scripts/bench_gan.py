@@ -236,7 +236,7 @@ def _kernel_table(run: Callable[[], None], device: torch.device, rows: int) -> s
     with profile(activities=activities) as profiler:
         run()
         _synchronize(device)
-    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     return profiler.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=70)
 
 
