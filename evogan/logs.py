@@ -5,6 +5,10 @@ lines interleaved with evogan's. :func:`setup` puts a single stderr handler on t
 at ``EVOGAN_LOG_LEVEL`` (WARNING by default), and :func:`route_optuna` removes Optuna's handler
 and lets its records propagate to that one, so every library's log line looks alike, is quiet
 by default and is turned up in one place.
+
+:func:`hint` says what this machine suggests (bf16 on a CPU with AMX, no C compiler, ...):
+once per process, on world rank 0 only, as ``evogan: hint: ...`` at WARNING, so
+``EVOGAN_HINTS=0`` or ``EVOGAN_LOG_LEVEL=ERROR`` silences it.
 """
 
 from __future__ import annotations
@@ -17,17 +21,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
 from typing import TextIO
 
-from evogan.settings import log_level
+from evogan.settings import hints, log_level
 
 _HANDLER_NAME = "evogan"
+_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_said: set[str] = set()
 
 
 class _Format(logging.Formatter):
-    """``optuna: warning: Trial 3 failed ...``, the shape of ``evogan: error: ...``."""
+    """``optuna: warning: Trial 3 failed ...``, the shape of ``evogan: error: ...``; a record
+    with a ``label`` shows it in place of its level (``evogan: hint: ...``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         source = record.name.split(".")[0]
-        return f"{source}: {record.levelname.lower()}: {record.getMessage()}"
+        label = getattr(record, "label", record.levelname.lower())
+        return f"{source}: {label}: {record.getMessage()}"
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record comes, not as it was at setup (tests
+    and redirections replace it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _stream: TextIO) -> None:
+        pass
 
 
 def setup(level: str | None = None) -> logging.Handler:
@@ -35,7 +59,7 @@ def setup(level: str | None = None) -> logging.Handler:
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _HANDLER_NAME), None)
     if handler is None:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _Stderr()
         handler.set_name(_HANDLER_NAME)
         handler.setFormatter(_Format())
         root.addHandler(handler)
@@ -52,6 +76,30 @@ def route_optuna(level: str | None = None) -> None:
     optuna.logging.disable_default_handler()
     optuna.logging.enable_propagation()
     logging.getLogger("optuna").setLevel(level or log_level())
+
+
+def _world_rank() -> int:
+    """This process's rank in its MPI job: MPI's where it has started, else the launcher's
+    (starting MPI here, from the bottom of the package, would bypass its transport rule in
+    :mod:`evogan.distributed.mpi`); 0 for a lone process."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD.Get_rank()
+    for name in _RANK_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def hint(text: str) -> None:
+    """Say ``text`` once per process, on world rank 0 (every rank group of a search meets the
+    same machine), unless ``EVOGAN_HINTS=0``. Callers say a hint once the checks that can
+    refuse the command have passed, so that a refusal stays its one error line."""
+    if text in _said or not hints() or _world_rank() != 0:
+        return
+    _said.add(text)
+    logging.getLogger("evogan").warning(text, extra={"label": "hint"})
 
 
 class _Labelled(io.TextIOBase):

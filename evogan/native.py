@@ -3,7 +3,8 @@
 A kernel's source ships inside the package; it is compiled (``$CC`` or ``cc``) for the CPU it
 runs on into the cache directory, under a name keyed by source, flags, compiler and CPU, so
 nodes of another CPU type sharing a home directory build their own copy. Callers fall back to
-their pure torch/numpy code when no kernel can be had (one warning says why and how to fix it).
+their pure torch/numpy code when no kernel can be had: a missing compiler is a hint
+(:func:`evogan.logs.hint`), a failed build a warning, each saying how to fix it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from evogan.logs import hint
 from evogan.settings import cache_dir, native_kernels
 
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC", "-pthread")
@@ -80,19 +82,17 @@ def _build(compiler: list[str], source: Path, target: Path) -> None:
 
 
 def load(source: Path, name: str, fallback: str, signatures: dict[str, list]) -> ctypes.CDLL | None:
-    """The compiled library of ``source``, or None after one warning naming the cause and the
-    fix (``name`` and ``fallback`` say what was not built and what runs instead). Each entry
-    point in ``signatures`` gets its argument types and an int status as its return type.
-    Callers cache the result."""
+    """The compiled library of ``source``, or None after one hint or warning naming the cause
+    and the fix (``name`` and ``fallback`` say what was not built and what runs instead). Each
+    entry point in ``signatures`` gets its argument types and an int status as its return
+    type. Callers cache the result."""
     if not native_kernels():
         return None
     command = compiler()
     if command is None:
-        warnings.warn(
+        hint(
             f"no C compiler found (CC={os.environ.get('CC', 'cc')!r}), so {fallback}; install "
-            "gcc or clang, or set EVOGAN_NATIVE=0 to silence this",
-            RuntimeWarning,
-            stacklevel=3,
+            "gcc or clang, or set EVOGAN_NATIVE=0 to silence this"
         )
         return None
     try:

@@ -13,6 +13,11 @@ def _path(name: str, default: Path) -> Path:
     return Path(value) if value.strip() else default
 
 
+def _switch(name: str) -> bool:
+    """Variable ``name`` as an on/off switch, on unless set to 0, false, no or off."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def cache_dir() -> Path:
     """Where generated default data is cached (``EVOGAN_CACHE_DIR``)."""
     return _path("EVOGAN_CACHE_DIR", _path("XDG_CACHE_HOME", Path.home() / ".cache") / "evogan")
@@ -26,7 +31,13 @@ def populations_dir() -> Path:
 def native_kernels() -> bool:
     """Whether compiled C kernels may be built and used (``EVOGAN_NATIVE``, default 1; 0 keeps
     the pure torch code paths, e.g. to compare them or where no C compiler exists)."""
-    return os.environ.get("EVOGAN_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
+    return _switch("EVOGAN_NATIVE")
+
+
+def hints() -> bool:
+    """Whether hints about this machine are said (``EVOGAN_HINTS``, default 1; 0 silences
+    them: bf16 on a CPU with AMX, FFT convolutions on CPUs, no C compiler, ...)."""
+    return _switch("EVOGAN_HINTS")
 
 
 PROGRESS_MODES = ("auto", "bar", "lines", "off")

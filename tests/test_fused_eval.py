@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evogan import native
+from evogan import logs, native
 from evogan.config.regressor import RegressorModelConfig
 from evogan.regressor import fused_eval
 from evogan.regressor.network import (
@@ -124,13 +124,15 @@ def test_kernel_serves_gradient_free_evaluation_of_trainable_weights() -> None:
         )
 
 
-def test_without_a_compiler_one_warning_and_the_torch_path(fresh_kernel, monkeypatch) -> None:
+def test_without_a_compiler_one_hint_and_the_torch_path(fresh_kernel, monkeypatch, caplog) -> None:
     monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setattr(logs, "_said", set())
     layout = _layout()
     weights, x = _draw(layout, 3, 6)
-    with pytest.warns(RuntimeWarning, match="no C compiler found"):
-        assert evaluation_path(layout, weights, x) == TORCH
-    assert fused_eval.kernel() is None  # cached: no second warning, no second try
+    assert evaluation_path(layout, weights, x) == TORCH
+    assert fused_eval.kernel() is None  # cached: no second hint, no second try
+    (said,) = [r for r in caplog.records if getattr(r, "label", None) == "hint"]
+    assert said.getMessage().startswith("no C compiler found (CC='/nonexistent/cc')")
     expected = _each_network(layout, weights, x)
     torch.testing.assert_close(batched_predict(layout, weights, x), expected, rtol=1e-4, atol=1e-5)
 
@@ -143,11 +145,14 @@ def test_failed_build_warns_and_leaves_no_file(fresh_kernel, monkeypatch, tmp_pa
     assert list((tmp_path / "kernels").iterdir()) == []
 
 
-def test_native_switch_off_is_silent(fresh_kernel, monkeypatch, recwarn) -> None:
+def test_native_switch_off_is_silent(fresh_kernel, monkeypatch, recwarn, caplog) -> None:
     monkeypatch.setenv("EVOGAN_NATIVE", "0")
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setattr(logs, "_said", set())
     assert fused_eval.kernel() is None
     assert evaluation_path(_layout(), *_draw(_layout(), 1, 1)) == TORCH
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    assert not caplog.records
 
 
 @needs_compiler

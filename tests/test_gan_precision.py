@@ -26,16 +26,17 @@ import pytest
 import torch
 from mpi4py import MPI
 
+from evogan import logs
 from evogan.config import load_config
+from evogan.errors import EvoganError
 from evogan.gan3d import precision as precision_module
-from evogan.gan3d import setup
 from evogan.gan3d.losses import gan_loss
 from evogan.gan3d.networks import build_models
 from evogan.gan3d.precision import ForwardOptions, compile_problem, cpu_has_amx_bf16
 from evogan.gan3d.setup import forward_options
 from evogan.gan3d.spec import LossWeights
 from evogan.gan3d.step import GanStep
-from evogan.gan3d.trainer import train_gan3d
+from evogan.gan3d.trainer import GanTrainer, train_gan3d
 from evogan.store import load_weights
 from tests.gan_fixtures import TINY, tiny_spec, toy_showers
 
@@ -127,7 +128,7 @@ def test_loss_terms_are_float32_when_heads_come_out_in_bf16() -> None:
 
 
 def test_compile_falls_back_to_eager_with_one_line_when_unavailable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("no C++ compiler found\nmore detail")
@@ -136,13 +137,12 @@ def test_compile_falls_back_to_eager_with_one_line_when_unavailable(
     monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: False)
     assert compile_problem() == "RuntimeError: no C++ compiler found"
     settings = load_config(TINY, ["trainer.compile=true"]).trainer
-    options = forward_options(settings, "cpu", MPI.COMM_SELF)
+    options, hints = forward_options(settings, "cpu", MPI.COMM_SELF)
     assert options == ForwardOptions(compile=False)
-    (line,) = capsys.readouterr().out.strip().splitlines()
-    assert line == (
+    assert hints == [
         "trainer.compile = true but torch.compile does not work here (RuntimeError: no C++ "
         "compiler found); G and D run eagerly"
-    )
+    ]
 
 
 def test_amx_flag_is_read_from_the_cpu_flags_line(tmp_path: Path) -> None:
@@ -155,24 +155,43 @@ def test_amx_flag_is_read_from_the_cpu_flags_line(tmp_path: Path) -> None:
     assert not cpu_has_amx_bf16(tmp_path / "unreadable")
 
 
+AMX_HINT = (
+    "this CPU has AMX bf16 tiles: trainer.precision: bf16 trains 1.7-2.7x faster, to the same "
+    "validation score within seed noise (docs/parallel.md)"
+)
+
+
 @pytest.mark.parametrize(("precision", "said"), [("float32", True), ("bf16", False)])
-def test_float32_on_an_amx_cpu_hints_bf16_once_per_process(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], precision: str, said: bool
+def test_float32_on_an_amx_cpu_hints_bf16(
+    monkeypatch: pytest.MonkeyPatch, precision: str, said: bool
 ) -> None:
     monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: True)
-    setup.hint.cache_clear()
     settings = load_config(TINY, [f"trainer.precision={precision}"]).trainer
-    for _ in range(2):  # a search opens a trainer per member
-        forward_options(settings, "cpu", MPI.COMM_SELF)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == (
-        [
-            "this CPU has AMX bf16 tiles: trainer.precision: bf16 trains 1.7-2.7x "
-            "faster, to the same validation score within seed noise (docs/parallel.md)"
-        ]
-        if said
-        else []
-    )
+    _, hints = forward_options(settings, "cpu", MPI.COMM_SELF)
+    assert hints == ([AMX_HINT] if said else [])
+
+
+def test_a_training_hints_once_per_process_and_never_before_a_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The AMX query answers yes here whatever this CPU has: a refused opening says no hint,
+    and two trainings in one process (a search's members) say it once, through logging."""
+    monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: True)
+    monkeypatch.setattr(logs, "_said", set())
+    config = load_config(TINY)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("someone else's run\n")
+    with pytest.raises(EvoganError, match="already exists and is not empty"):
+        GanTrainer.open(config, taken, world=MPI.COMM_SELF)
+    assert [r for r in caplog.records if getattr(r, "label", None) == "hint"] == []
+    for member in range(2):
+        with GanTrainer.open(config, tmp_path / f"member-{member}", world=MPI.COMM_SELF) as trainer:
+            trainer.train(0)
+    said = [r for r in caplog.records if "AMX" in r.getMessage()]
+    assert [(r.name, r.levelname, r.label, r.getMessage()) for r in said] == [
+        ("evogan", "WARNING", "hint", AMX_HINT)
+    ]
 
 
 def test_a_bf16_channels_last_training_runs_and_records_its_options(tmp_path: Path) -> None:

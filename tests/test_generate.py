@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from evogan import logs
 from evogan.cli import main
 from evogan.data.reader import ShowerDataset, open_files
 from evogan.data.synthetic import generate_showers as generate_synthetic
@@ -227,6 +228,9 @@ def test_bf16_generation_stays_within_bf16_rounding_and_says_so(tmp_path: Path) 
     np.testing.assert_allclose(fast.sum(axis=(1, 2, 3)), sums, rtol=2e-2)
 
 
+AMX_HINT = "evogan: hint: this CPU has AMX bf16 tiles: --precision bf16 generates 2-3x faster"
+
+
 @pytest.mark.parametrize(
     ("amx", "precision", "hinted"),
     [(True, "float32", True), (True, "bf16", False), (False, "float32", False)],
@@ -240,9 +244,41 @@ def test_float32_generation_on_an_amx_cpu_points_to_bf16_on_stderr(
     hinted: bool,
 ) -> None:
     monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: amx)
+    monkeypatch.setattr(logs, "_said", set())
     _six_showers(tmp_path, "--precision", precision)
     captured = capsys.readouterr()
     assert captured.out.startswith("wrote 6 showers") and "AMX" not in captured.out
-    assert (
-        "this CPU has AMX bf16 tiles: --precision bf16 generates 2-3x faster" in captured.err
-    ) == hinted
+    hints = [line for line in captured.err.splitlines() if line.startswith(AMX_HINT)]
+    assert len(hints) == hinted
+
+
+def test_a_refused_generation_says_its_one_line_error_and_no_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The AMX query answers yes here whatever this CPU has: a refusal's stderr is its one
+    error line; the bf16 hint comes once the generation can go ahead, once per process, and
+    ``EVOGAN_HINTS=0`` silences it."""
+    monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: True)
+    monkeypatch.setattr(logs, "_said", set())
+    rng = np.random.default_rng(1)
+    energy = rng.uniform(10.0, 100.0, 4).astype(np.float32)
+    theta = np.radians(rng.uniform(80.0, 100.0, 4)).astype(np.float32)
+    source = tmp_path / "four.h5"
+    with ShowerWriter(source, (51, 51, 25)) as writer:
+        writer.append(generate_synthetic(energy, rng, theta=theta), energy, theta)
+    model = str(save_tiny_generator(tmp_path / "g.h5", seed=4))
+    args = ["generate", model, "--conditions-from", str(source), "--out"]
+    assert main([*args, str(tmp_path / "never.h5"), "--events", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evogan: error: --events 5 is more than the 4 showers") and (
+        err.count("\n") == 1
+    ), err
+    said = []
+    for run in range(2):
+        assert main([*args, str(tmp_path / f"run-{run}.h5")]) == 0
+        said.append([line for line in capsys.readouterr().err.splitlines() if "AMX" in line])
+    assert len(said[0]) == 1 and said[0][0].startswith(AMX_HINT) and said[1] == []
+    monkeypatch.setattr(logs, "_said", set())
+    monkeypatch.setenv("EVOGAN_HINTS", "0")
+    assert main([*args, str(tmp_path / "silenced.h5")]) == 0
+    assert "AMX" not in capsys.readouterr().err

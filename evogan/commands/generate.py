@@ -127,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
     path = find_generator(args.model)
     spec, generator, meta = load_generator(path, device)
     set_convolution(generator, convolution)
-    hint_precision(args, device)
     if args.conditions_from is None:
         energy, theta, notes, drawn = _drawn(args, meta, spec.conditioning.angle)
     else:
         energy, theta, notes, drawn = _taken(args, meta, spec.conditioning.angle, read)
+    hint_precision(args, device)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     attrs = {"generator": str(path), "spec": spec.name, "seed": args.seed}

@@ -5,7 +5,6 @@ are refused here in one line, before any run directory exists."""
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import time
@@ -74,60 +73,58 @@ def rank_backend(settings: ParallelConfig, device: str, ranks: int, sharing: int
     return backend
 
 
-@functools.cache
-def hint(text: str) -> None:
-    """Print a hint about the trainer's settings once per process: a search opens a trainer
-    for every member it trains."""
-    print(text, flush=True)
-
-
-def forward_options(settings: ParallelConfig, device: str, world: MPI.Comm) -> ForwardOptions:
+def forward_options(
+    settings: ParallelConfig, device: str, world: MPI.Comm
+) -> tuple[ForwardOptions, list[str]]:
     """``trainer.precision``, ``channels_last``, ``compile`` and ``convolution`` for this rank
-    (collective): bf16 on a GPU without it is refused; where torch.compile fails on any rank,
-    every rank runs eagerly and rank 0 says why; rank 0 says that FFT convolutions on CPUs are
-    slower, and that bf16 is faster on a CPU with AMX."""
+    (collective), and the hints to say once the run is set up (:func:`evogan.logs.hint`):
+    bf16 on a GPU without it is refused; where torch.compile fails on any rank, every rank
+    runs eagerly and a hint says why; others say that FFT convolutions on CPUs are slower and
+    that bf16 is faster on a CPU with AMX."""
     gpu = device.startswith("cuda")
     if settings.precision == "bf16":
         check_bf16(device, "trainer.precision = 'bf16'", "trainer.precision: float32")
-    compiled = settings.compile
+    compiled, hints = settings.compile, []
     if compiled:
         problems = [p for p in world.allgather(compile_problem(device)) if p is not None]
         if problems:
             compiled = False
-            if world.rank == 0:
-                print(
-                    f"trainer.compile = true but torch.compile does not work here "
-                    f"({problems[0]}); G and D run eagerly",
-                    flush=True,
-                )
-    if settings.convolution == "fft" and not gpu and world.rank == 0:
-        hint(
+            hints.append(
+                f"trainer.compile = true but torch.compile does not work here ({problems[0]}); "
+                "G and D run eagerly"
+            )
+    if settings.convolution == "fft" and not gpu:
+        hints.append(
             "trainer.convolution = 'fft' on CPUs runs slower than direct convolutions "
             "(docs/benchmarks.md); it is the GPU setting"
         )
-    if world.rank == 0 and bf16_faster_here(device, settings.precision):
-        hint(
+    if bf16_faster_here(device, settings.precision):
+        hints.append(
             "this CPU has AMX bf16 tiles: trainer.precision: bf16 trains 1.7-2.7x faster, "
             "to the same validation score within seed noise (docs/parallel.md)"
         )
-    return ForwardOptions(
+    options = ForwardOptions(
         settings.precision, settings.channels_last, compiled, settings.convolution
     )
+    return options, hints
 
 
-def ring_device(settings: ParallelConfig, device: str, world: MPI.Comm) -> str | None:
+def ring_device(
+    settings: ParallelConfig, device: str, world: MPI.Comm
+) -> tuple[str | None, list[str]]:
     """Where arar's ring buffers live: ``device`` (torch tensors handed to MPI) or None (host
-    numpy arrays), as ``trainer.ring_buffers`` asks. Collective; on GPUs rank 0 says which and
-    why on the run's first lines."""
+    numpy arrays), as ``trainer.ring_buffers`` asks, and on GPUs the hint that says which and
+    why. Collective."""
     if settings.mode != "arar":
-        return None
+        return None, []
     gpu = device.startswith("cuda")
     aware = world.allgather(mpi_cuda_aware()) if gpu else []
     on_device, reason = choose_ring_buffers(settings, gpu, aware)
-    if gpu and world.rank == 0:
+    hints = []
+    if gpu:
         how = "move as device buffers" if on_device else "are copied through host memory"
-        print(f"trainer.mode = 'arar' on GPUs: ring gradients {how} ({reason})", flush=True)
-    return device if on_device else None
+        hints.append(f"trainer.mode = 'arar' on GPUs: ring gradients {how} ({reason})")
+    return (device if on_device else None), hints
 
 
 def choose_ring_buffers(

@@ -53,6 +53,7 @@ from evogan.gan3d.setup import (
 )
 from evogan.gan3d.validation import TrainingValidation
 from evogan.gan3d.weight_average import WeightAverage
+from evogan.logs import hint
 from evogan.store import BEST_MODEL, CONFIG, RunDir, save_weights
 
 LAST_MODEL = "last_model.h5"
@@ -87,8 +88,8 @@ class GanTrainer:
         device = rank_device(settings, world)  # refused before a run directory exists
         sharing = ranks_per_gpu(world) if device.startswith("cuda") else 1
         self.backend = rank_backend(settings, device, world.size, sharing)
-        self.forward = forward_options(settings, device, world)
-        self.ring_device = ring_device(settings, device, world)
+        self.forward, self._hints = forward_options(settings, device, world)
+        self.ring_device, self._ring_hints = ring_device(settings, device, world)
         shard, held_out = load_data(config.data, settings, world)
         self.trained_on = trained_ranges(*shard.conditions(), world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
@@ -217,6 +218,8 @@ class GanTrainer:
         """Train ``epochs`` more epochs (default: up to ``trainer.epochs``); returns the epoch
         records so far (rank 0). On an agreed stop the trainer checkpoints where it stopped,
         closes and raises :class:`RunStopped` with the command that resumes it."""
+        for text in self._hints + self._ring_hints:  # training starts: nothing can refuse it now
+            hint(text)
         target = self.config.trainer.epochs if epochs is None else self.position.epoch + epochs
         outcome = self.loop.run_epochs(self.position, target, self.on_step)
         if outcome.stopped:
