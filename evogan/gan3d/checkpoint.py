@@ -4,16 +4,19 @@ consistent position (epoch and step within it).
 
 Every writing rank writes ``checkpoints/ckpt-NNNNNN-rank-RRRRR.h5`` (atomically, via
 :func:`evogan.store.save_weights`); after a barrier rank 0 replaces ``checkpoint.json`` with
-the position and the file list, then removes every other file in ``checkpoints/`` (the previous
-checkpoint, and the leftovers of one that was killed before its commit). Until that moment the
-previous checkpoint stays complete and committed. In sync mode the replicas are identical and
-only rank 0 writes, adding every rank's batch-norm running statistics and partial-epoch sums
-(they differ per rank), so a resumed run continues bit-identically.
+the position and the file list, then removes the files the previous ``checkpoint.json`` named
+and the temporary files of killed writes of this commit's names: only files evogan wrote, in a
+``checkpoints/`` that no symbolic link leads out of the run. Until that moment the previous
+checkpoint stays complete and committed. In sync mode the replicas are identical and only rank
+0 writes, adding every rank's batch-norm running statistics and partial-epoch sums (they differ
+per rank), so a resumed run continues bit-identically.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,12 +27,20 @@ from evogan.errors import EvoganError
 from evogan.gan3d.weight_average import WeightAverage
 from evogan.optimizer import RMSprop
 from evogan.store import load_weights, save_weights
+from evogan.store.folders import require_inside
 from evogan.store.rundir import RunDir
+from evogan.store.state_files import read_state, require_keys
 
 MARKER = "checkpoint.json"
 FOLDER = "checkpoints"
 FORMAT = 2
 """Checkpoint layout version: 2 adds the step within the epoch and per-rank extras."""
+_RANK_FILE = re.compile(rf"^{FOLDER}/ckpt-\d{{6}}-rank-\d{{5}}\.h5$")
+_MARKER_KEYS = ("files", "serial", "world_size", "epoch")
+_MARKER_FIX = (
+    "restore it from a backup of the run, or start a new run (the checkpoint it names cannot "
+    "be found)"
+)
 
 
 @dataclass
@@ -80,6 +91,7 @@ def save_rank(
 ) -> None:
     """Write one rank's state (not yet committed); ``extras`` maps a rank to its buffers and
     its own JSON state (position, partial sums), for every rank this file restores."""
+    checkpoint_folder(run)
     tensors: dict[str, torch.Tensor] = {}
     for net in ("generator", "discriminator"):
         module = getattr(state, net)
@@ -101,27 +113,47 @@ def save_rank(
 
 def commit(run: RunDir, comm: MPI.Comm, files: list[str], meta: dict[str, Any]) -> None:
     """Collective: once every writer's file is on disk, make ``files`` the checkpoint to resume
-    from, then remove everything else in ``checkpoints/``."""
+    from, then remove the checkpoint it replaces and leftovers of killed writes of ``files``."""
     comm.Barrier()
     if comm.rank == 0:
+        folder = checkpoint_folder(run)
+        earlier = _committed(run)
         run.write_json(MARKER, {**meta, "format": FORMAT, "evogan": __version__, "files": files})
-        keep = {run.file(name).name for name in files}
-        for path in run.file(FOLDER).iterdir():
-            if path.name not in keep:
+        for name in earlier - set(files):
+            run.file(name).unlink(missing_ok=True)
+        temporary = {f".{Path(name).name}." for name in files}
+        for path in folder.iterdir():
+            if path.suffix == ".tmp" and any(path.name.startswith(t) for t in temporary):
                 path.unlink(missing_ok=True)
     comm.Barrier()
 
 
+def checkpoint_folder(run: RunDir) -> Path:
+    """``RUN/checkpoints``, refused in one line when a symbolic link leads it out of the run."""
+    return require_inside(run.path, run.file(FOLDER), "checkpoint files")
+
+
+def _committed(run: RunDir) -> set[str]:
+    """The checkpoint files the current marker names, in evogan's own naming (nothing when
+    there is no readable marker: then nothing is proven to be evogan's)."""
+    try:
+        files = read_state(run.file(MARKER), "").get("files")
+    except EvoganError:
+        return set()
+    names = files if isinstance(files, list) else []
+    return {name for name in names if isinstance(name, str) and _RANK_FILE.match(name)}
+
+
 def read_marker(run: RunDir) -> dict[str, Any]:
-    """The committed checkpoint of ``run``; one clear error when there is none or when another
-    evogan version or checkpoint format wrote it."""
+    """The committed checkpoint of ``run``; one clear error when there is none, when it is
+    damaged, or when another evogan version or checkpoint format wrote it."""
     path = run.file(MARKER)
     if not path.is_file():
         raise EvoganError(
             f"{run.path} holds no checkpoint ({MARKER} missing), so there is nothing to resume; "
             "start a new run instead"
         )
-    marker = run.read_json(MARKER)
+    marker = read_state(path, _MARKER_FIX)
     version, layout = marker.get("evogan", "an older version"), marker.get("format", 1)
     if version != __version__ or layout != FORMAT:
         raise EvoganError(
@@ -129,6 +161,7 @@ def read_marker(run: RunDir) -> dict[str, Any]:
             f"is evogan {__version__} (format {FORMAT}): resume it with evogan {version} or "
             "start a new run"
         )
+    require_keys(path, marker, _MARKER_KEYS, _MARKER_FIX)
     return marker
 
 

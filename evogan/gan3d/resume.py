@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from evogan.config.base import validate
+from evogan.config.base import read_yaml, validate
 from evogan.config.gan import Gan3dConfig
 from evogan.config.resume import is_resume_safe
 from evogan.distributed.mpi import MPI
@@ -40,6 +38,7 @@ def open_run(
         raise EvoganError("resume needs the run directory to continue: --resume RUN")
     run = RunDir(run_dir)
     require_directory(run.path, "run directory to resume:")
+    ckpt.checkpoint_folder(run)
     marker = ckpt.read_marker(run)
     if marker["world_size"] != world.size:
         raise EvoganError(
@@ -60,7 +59,7 @@ def check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
     """Refuse, naming the key, a config that would not continue the stored computation: a key
     may differ from the stored config only where ``--set`` may change it on resume
     (:data:`evogan.config.resume.RESUME_SAFE`), so the CLI and the Python API keep one rule."""
-    raw = yaml.safe_load(run.file(CONFIG).read_text())
+    raw = read_yaml(run.file(CONFIG))
     # keys added since the run was made count as their defaults
     stored = validate(Gan3dConfig, raw, source=str(run.file(CONFIG))).model_dump(mode="json")
     for key, old, new in _differences(stored, config.model_dump(mode="json")):

@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 from evogan.errors import EvoganError
 from evogan.plots import save_figure
 from evogan.plots.runs import refuse, run_colours, run_task
-from evogan.search.campaign import CONFIG, SUMMARY, Campaign
+from evogan.search.campaign import CONFIG, Campaign
 from evogan.search.significance import ALPHA, verdict
 from evogan.search.summary import best_rows, pareto_rows, trained
 from evogan.store.folders import require_directory
@@ -50,8 +50,7 @@ class CampaignRecord:
             if backend in ("ga", "pbt")
             else config.get("optuna", {}).get("sampler", backend)
         )
-        summary_file = campaign.path / SUMMARY
-        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+        summary = campaign.summary()
         name = label or campaign.path.name
         return cls(f"{method} ({name})", campaign.path, campaign.rows(), summary)
 

@@ -24,25 +24,30 @@ table holds and re-runs the ones that were in flight.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from evogan.config.base import dump, validate
+from evogan.config.base import dump, read_yaml, validate
 from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError, EvoganError
 from evogan.gan3d.spec import load_spec
 from evogan.store import RunDir, read_metrics
 from evogan.store.lock import resume_line
 from evogan.store.metrics import append_synced
+from evogan.store.state_files import read_state, repair_torn_tail, require_keys, torn_tail
 
 CONFIG = "config.yaml"
 MANIFEST = "campaign.json"
 SUMMARY = "summary.json"
 TABLE = "table"
 STUDY = "study.journal"
+MANIFEST_FIX = (
+    'restore it from a backup, or write {"backend": B, "world_size": N, "sessions": []} into '
+    "it: B the backend of its config.yaml, N the mpirun -n it ran on"
+)
 # Config parts a resumed campaign must share with the one it continues (candidates may grow).
 FIXED = (
     "seed",
@@ -114,7 +119,7 @@ class Campaign:
                 f"{path} is not a search campaign (no {CONFIG} / {MANIFEST}); "
                 "pass the directory a previous `evogan search` wrote"
             )
-        stored = yaml.safe_load((campaign.path / CONFIG).read_text())
+        stored = read_yaml(campaign.path / CONFIG)
         given = config.model_dump(mode="json")
         defaults = SearchConfig.model_construct().model_dump(mode="json")
         for key in FIXED:  # a key added after the campaign started: its default was in force
@@ -124,6 +129,7 @@ class Campaign:
                     f"{resume_line('search', campaign.path)}"
                 )
         manifest = campaign.manifest()
+        require_keys(campaign.path / MANIFEST, manifest, ("world_size",), MANIFEST_FIX)
         if config.backend in ("ga", "pbt") and manifest["world_size"] != world_size:
             what = "GA islands" if config.backend == "ga" else "PBT workers"
             raise EvoganError(
@@ -131,6 +137,7 @@ class Campaign:
                 f"on as many: mpirun -n {manifest['world_size']} (got {world_size})"
             )
         campaign._check_candidates(config)
+        campaign.check_journal()
         RunDir(campaign.path).write_config(dump(config))
         return campaign
 
@@ -147,9 +154,7 @@ class Campaign:
 
     # ------------------------------------------------------------------ manifest
     def manifest(self) -> dict[str, Any]:
-        import json
-
-        return json.loads((self.path / MANIFEST).read_text())
+        return read_state(self.path / MANIFEST, MANIFEST_FIX)
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
         RunDir(self.path).write_json(MANIFEST, manifest)
@@ -163,6 +168,31 @@ class Campaign:
         )
         self._write_manifest(manifest)
         return len(sessions) - 1
+
+    def check_journal(self) -> None:
+        """Before the Optuna journal is appended to again: a last line torn by a killed append
+        is cut off (the whole file kept beside it, and said so); damage before the last line
+        is refused in one line."""
+        path = self.path / STUDY
+        if not path.is_file():
+            return
+        backend = self.manifest().get("backend")
+        if backend in ("ga", "pbt"):
+            fix = "delete it: the campaign rebuilds it from its table on resume"
+        else:
+            fix = (
+                "restore it from a backup, or delete it to go on with a new study (the table "
+                "keeps every finished candidate; the sampler starts without their history)"
+            )
+        offset = torn_tail(path, fix)
+        if offset is not None:
+            backup = repair_torn_tail(path, offset)
+            print(
+                f"evogan: note: {path} ended in a torn line (an append cut off by a kill); kept "
+                f"the file as {backup.name} and cut that line off",
+                file=sys.stderr,
+                flush=True,
+            )
 
     # ------------------------------------------------------------------ table
     def table_file(self, writer: str) -> Path:
@@ -198,10 +228,14 @@ class Campaign:
 
     def summary(self) -> dict[str, Any]:
         """The summary.json so far ({} before the first session ends)."""
-        import json
-
         path = self.path / SUMMARY
-        return json.loads(path.read_text()) if path.is_file() else {}
+        if not os.path.lexists(path):
+            return {}
+        fix = (
+            "restore it from a backup, or delete it: the next session writes it anew from the "
+            "table (without the earlier sessions' figures)"
+        )
+        return read_state(path, fix)
 
     def write_summary(self, summary: dict[str, Any]) -> Path:
         """Write this session's ``summary`` merged with the earlier sessions' (kept in

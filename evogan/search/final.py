@@ -53,6 +53,7 @@ from evogan.search.significance import ALPHA, mann_whitney_less, verdict
 from evogan.search.space import Space
 from evogan.search.summary import best_rows
 from evogan.store import atomic_write
+from evogan.store.state_files import read_state
 
 BASELINE = "baseline"
 FINAL_DIR = "final"
@@ -189,10 +190,14 @@ def _saved_outcomes(
     """(score, failure) of each re-training an earlier run finished with this seed and budget."""
     budget = config.budget.model_dump(mode="json")
     outcomes = {}
+    keys = ("seed", "budget", "score", "failure")
     for (e, s), workdir in workdirs.items():
+        if not (workdir / OUTCOME).is_file():
+            continue
         try:
-            saved = json.loads((workdir / OUTCOME).read_text())
-        except (OSError, ValueError):
+            saved = read_state(workdir / OUTCOME, "this re-training runs again", keys)
+        except EvoganError as exc:
+            print(f"search: note: {exc}", flush=True)
             continue
         if saved.get("seed") == seeds[s] and saved.get("budget") == budget:
             outcomes[(e, s)] = (float(saved["score"]), str(saved["failure"]))

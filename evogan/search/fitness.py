@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import gc
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
 from evogan.physics import WORST as WORST_SCORE
 from evogan.physics import Reference, Validation
 from evogan.physics.validation import generate_showers
-from evogan.search.members import MemberTraining, failure_of, train_pruned
+from evogan.search.members import MemberTraining, clear_workdir, failure_of, train_pruned
 from evogan.search.rungs import Decide, rung_key, rung_plan
 
 WORST = math.inf
@@ -289,7 +288,7 @@ def evaluate(
     if seeds is None:
         seeds = member_seeds(config, trainings_needed(config, group.size))
     if group.rank == 0 and workdir.exists():  # left over from a killed run: start afresh
-        shutil.rmtree(workdir)
+        clear_workdir(workdir)
     group.Barrier()
     result = Evaluation("ok", WORST, seeds=seeds, params=weight_count(spec), flops=flop_count(spec))
     per_training = mode_for(config.trainer).members(group.size)

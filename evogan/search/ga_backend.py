@@ -33,6 +33,7 @@ from evogan.search.rungs import RungHistory
 from evogan.search.scheduler import Session, refused_row, run_job, serve_leader
 from evogan.search.space import Genome
 from evogan.store import RunDir
+from evogan.store.state_files import require_keys
 
 HUGE = 1e300  # stands in for inf in NSGA-II crowding distances (inf - inf is NaN)
 ATTEMPTS = 50  # draws per child before a duplicate or unrepairable genome is accepted
@@ -68,7 +69,10 @@ class IslandGA:
         path = self.session.campaign.path / self.state_name
         if not path.is_file():
             return False
-        state = RunDir(self.session.campaign.path).read_json(self.state_name)
+        fix = "restore it from a backup of the campaign; the island cannot continue without it"
+        state = RunDir(self.session.campaign.path).read_json(self.state_name, fix)
+        keys = ("generation", "population", "evaluated", "seen", "rng", "counters")
+        require_keys(path, state, keys, fix)
         self.generation = state["generation"]
         self.population = state["population"]
         for member in self.population:

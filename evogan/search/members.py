@@ -11,6 +11,8 @@ command (on every rank), since the ranks that read good data would wait for the 
 
 from __future__ import annotations
 
+import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,27 @@ from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.trainer import GanTrainer
 from evogan.search.inherit import seed_from_parent
 from evogan.search.rungs import Decide, Pruned, RungPlan, train_in_rungs
+
+WORKDIR_ENTRIES = re.compile(r"^(member-\d+|rungs|outcome\.json)$")
+"""What a candidate's or re-training's directory holds: member runs, rung generators, the
+re-training's outcome (:mod:`evogan.search.final`)."""
+
+
+def clear_workdir(workdir: Path) -> None:
+    """Remove a training directory a killed session left, when it holds only what evogan
+    writes there; a link, or any other entry, is refused in one line (nothing is deleted)."""
+    if workdir.is_symlink():
+        raise EvoganError(
+            f"{workdir} is a symbolic link; evogan deletes a training directory it left to "
+            "train afresh, and never through a link: remove the link"
+        )
+    others = [p.name for p in workdir.iterdir() if not WORKDIR_ENTRIES.match(p.name)]
+    if others:
+        raise EvoganError(
+            f"{workdir} holds {others[0]!r}, which evogan did not write there, so it will not "
+            "delete it to train afresh: move it away, or give another output directory"
+        )
+    shutil.rmtree(workdir)
 
 
 class CandidateTimeout(Exception):

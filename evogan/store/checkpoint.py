@@ -22,6 +22,7 @@ import numpy as np
 
 from evogan.errors import DataError
 from evogan.store.atomic import atomic_path
+from evogan.store.folders import require_inside
 from evogan.store.metrics import to_json
 
 FORMAT = "evogan-checkpoint-3"
@@ -32,7 +33,10 @@ _PART = "meta."  # attributes holding one meta entry each (``meta_json``)
 
 
 def island_dir(run_path: str | Path, island: int) -> Path:
-    return Path(run_path) / CHECKPOINTS / f"island-{island:04d}"
+    """``RUN/checkpoints/island-NNNN``, refused in one line when a symbolic link leads it out
+    of the run (evogan prunes checkpoints there)."""
+    folder = Path(run_path) / CHECKPOINTS / f"island-{island:04d}"
+    return require_inside(Path(run_path), folder, "checkpoint files")
 
 
 def checkpoint_path(run_path: str | Path, island: int, generation: int) -> Path:
@@ -90,6 +94,11 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, 
             arrays = {name: np.array(data) for name, data in handle["arrays"].items()}
     except OSError as exc:
         raise DataError(f"checkpoint {path} is not a readable HDF5 file ({exc})") from None
+    except (KeyError, ValueError) as exc:
+        raise DataError(
+            f"checkpoint {path} is damaged ({type(exc).__name__}: {exc}); delete it to resume "
+            "from the checkpoint before it"
+        ) from None
     return arrays, meta
 
 

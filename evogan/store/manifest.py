@@ -15,6 +15,7 @@ from typing import Any
 
 from evogan.errors import EvoganError
 from evogan.store.rundir import RunDir
+from evogan.store.state_files import read_state, require_keys
 
 MANIFEST = "manifest.json"
 _PACKAGES = ("evogan", "torch", "numpy", "mpi4py", "deap", "h5py", "pydantic")
@@ -75,8 +76,13 @@ def check_resume_layout(run: RunDir, world_size: int, ranks_per_island: int) -> 
         raise EvoganError(
             f"{run.path} has no {MANIFEST}; --resume needs a run directory made by evogan evolve"
         )
-    manifest = run.read_json(MANIFEST)
+    fix = (
+        "restore it from a backup of the run; without it the run's rank layout is unknown, so "
+        "start a new run"
+    )
+    manifest = read_state(run.file(MANIFEST), fix, keys=("layout",))
     layout = manifest["layout"]
+    require_keys(run.file(MANIFEST), layout, ("world_size", "ranks_per_island", "islands"), fix)
     if (layout["world_size"], layout["ranks_per_island"]) != (world_size, ranks_per_island):
         raise EvoganError(
             f"{run.path} was run on {layout['world_size']} ranks ({layout['islands']} islands "

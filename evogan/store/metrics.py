@@ -1,6 +1,8 @@
 """JSONL metrics: one JSON object per line, flushed as it is written.
 
-A crashed or killed run keeps every complete line; :func:`read_metrics` skips a torn last line.
+A crashed or killed run keeps every complete line; :func:`read_metrics` skips a torn last line,
+and a writer that appends to the file later starts on a new line, so the torn one stays alone
+(skipped) instead of swallowing the first new record.
 Every record also goes to TensorBoard when the run asked for it (:mod:`evogan.store.tensorboard`),
 here, so that no trainer has to know.
 """
@@ -49,6 +51,8 @@ class MetricsWriter:
             else None
         )
         self._stream: TextIO | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        if _torn(self.path):
+            self._stream.write("\n")
 
     def write(self, record: dict[str, Any]) -> None:
         if self._stream is None:
@@ -82,7 +86,7 @@ def append_synced(path: str | Path, record: dict[str, Any], kind: str) -> None:
     line = (to_json(record) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
+        os.write(fd, b"\n" + line if _torn(path) else line)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -92,6 +96,15 @@ def append_synced(path: str | Path, record: dict[str, Any], kind: str) -> None:
             events.write(record, step=len(read_metrics(path)) - 1)
         finally:
             events.close()
+
+
+def _torn(path: Path) -> bool:
+    """Whether ``path`` ends inside a line (a write cut off by a kill)."""
+    with open(path, "rb") as stream:
+        if stream.seek(0, os.SEEK_END) == 0:
+            return False
+        stream.seek(-1, os.SEEK_END)
+        return stream.read(1) != b"\n"
 
 
 def read_metrics(path: str | Path, kind: str | None = None) -> list[dict[str, Any]]:

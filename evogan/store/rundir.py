@@ -12,7 +12,7 @@ Layout (files are written atomically; metrics are appended line by line)::
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,9 @@ from evogan.errors import EvoganError
 from evogan.settings import populations_dir
 from evogan.store.atomic import atomic_write
 from evogan.store.folders import require_directory
-from evogan.store.lock import claim
+from evogan.store.lock import claim, note_written
 from evogan.store.metrics import MetricsWriter, read_metrics, to_json
+from evogan.store.state_files import read_state
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
@@ -58,6 +59,28 @@ def check_new_run_dir(target: Path) -> None:
         )
 
 
+def check_under_root(base: Path, target: Path) -> None:
+    """A run named under the run root ``base`` stays there: a name whose directory is a
+    symbolic link out of the root is refused (``--run-dir`` puts a run anywhere)."""
+    if not target.is_symlink():
+        return
+    real, top = target.resolve(), base.resolve()
+    if top not in real.parents:
+        raise EvoganError(
+            f"run directory {target} is a symbolic link to {real}, outside the run root {base}; "
+            f"choose another run name, or give that directory itself with --run-dir {real}"
+        )
+
+
+def _missing_folders(target: Path) -> list[Path]:
+    """The directories that making ``target`` creates, deepest first."""
+    missing = []
+    while not os.path.lexists(target) and target != target.parent:
+        missing.append(target)
+        target = target.parent
+    return missing
+
+
 class RunDir:
     """A run directory; construct with :meth:`create` (new run) or :meth:`open` (read one)."""
 
@@ -86,17 +109,19 @@ class RunDir:
             target = base / (name or f"{method}-{stamp}")
             if name is None:
                 suffix = 1
-                while target.exists():
+                while os.path.lexists(target):
                     suffix += 1
                     target = base / f"{method}-{stamp}-{suffix}"
+            check_under_root(base, target)
         else:
             target = Path(path)
         check_new_run_dir(target)
+        made = _missing_folders(target)
         try:
             target.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise EvoganError(f"cannot create run directory {target}: {exc.strerror}") from None
-        claim(target)
+        claim(target, made=made)
         return cls(target)
 
     @classmethod
@@ -118,17 +143,20 @@ class RunDir:
         return self.path / name
 
     def write_text(self, name: str, text: str) -> Path:
+        note_written(self.file(name))
         return atomic_write(self.file(name), text)
 
     def write_json(self, name: str, obj: Any) -> Path:
         """Strict JSON (NaN/inf become null), written atomically."""
-        return atomic_write(self.file(name), to_json(obj, indent=2) + "\n")
+        return self.write_text(name, to_json(obj, indent=2) + "\n")
 
-    def read_json(self, name: str) -> Any:
+    def read_json(self, name: str, fix: str | None = None) -> dict[str, Any]:
+        """A JSON object the run wrote; a missing or damaged file is one line ending in ``fix``
+        (default: restore it from a backup)."""
         path = self.file(name)
-        if not path.is_file():
+        if not path.is_file() and fix is None:
             raise EvoganError(f"{path} does not exist; did the run finish?")
-        return json.loads(path.read_text())
+        return read_state(path, fix or "restore it from a backup of the run")
 
     def write_config(self, text: str) -> Path:
         return self.write_text(CONFIG, text)

@@ -2,9 +2,10 @@
 #
 # run_or_resume COMMAND CONFIG RUN: start RUN from CONFIG when it does not exist yet, resume it
 # when its status.json says "stopped" (a clean stop on SIGTERM), do nothing when "finished",
-# and refuse "failed" or "running" (a crash, or a process killed without a clean stop: look at
-# the log, then resume by hand with --force). Exit code 75 (stopped, resumable) requeues the
-# job (#SBATCH --requeue), which runs this script again and so resumes the run.
+# and refuse "failed", "running" (a crash, or a process killed without a clean stop) or a
+# damaged status.json: look at the log, then resume by hand with --force. Exit code 75
+# (stopped, resumable) requeues the job (#SBATCH --requeue), which runs this script again and
+# so resumes the run.
 
 EVOGAN=${EVOGAN:-python -m evogan}
 
@@ -13,7 +14,7 @@ run_status() {
         echo new
     elif [[ -f "$1/status.json" ]]; then
         python -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' \
-            "$1/status.json"
+            "$1/status.json" 2>/dev/null || echo damaged
     else
         echo stopped  # made by an evogan without status.json: resumable from its checkpoints
     fi
