@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,82 @@ def test_a_config_of_another_command_names_the_command_that_runs_it(
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and f"cannot be run by `evogan {command}`" in err
     assert err.endswith(f"config runs with {instead}")
+
+
+def _float_paths(model: type, prefix: tuple = ()) -> list[tuple]:
+    """Paths (keys and list indices) of every float setting of ``model``, sections included:
+    the first item of a list of sections stands for all of them."""
+    import typing
+
+    from pydantic import BaseModel
+
+    found = []
+    for name, field in model.model_fields.items():
+        kinds, listed = [field.annotation], False
+        while any(typing.get_args(kind) for kind in kinds):  # unwrap Optional, list, tuple
+            listed = listed or any(typing.get_origin(kind) is list for kind in kinds)
+            kinds = [inner for kind in kinds for inner in (typing.get_args(kind) or (kind,))]
+        for kind in kinds:
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                found += _float_paths(kind, (*prefix, name, *((0,) if listed else ())))
+        if float in kinds:
+            found.append((*prefix, name))
+    return found
+
+
+CONFIGS = Path(__file__).parents[1] / "configs"
+
+
+@pytest.mark.parametrize(
+    "config", ["regressor_ga.yaml", "gan3d_tiny.yaml", "arch_search_tiny.yaml"]
+)
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_every_float_setting_refuses_inf_and_nan(config: str, bad: float) -> None:
+    """No setting means infinity: each float key of each task (every section, the spec and a
+    search's genes included) refuses inf and nan at load, in one line naming it."""
+    from evogan.config.base import validate
+
+    path = CONFIGS / config
+    loaded = load_config(path)
+    if loaded.task == "search":  # its base spec inline, so the spec's keys are walked too
+        loaded = resolve_base(loaded, path)
+    raw = loaded.model_dump(mode="json")
+    paths = _float_paths(type(loaded))
+    assert len(paths) > 10
+    for path in paths:
+        changed = copy.deepcopy(raw)
+        node = changed
+        for part in path[:-1]:
+            node = node[part]
+        value = node.get(path[-1])
+        if isinstance(value, list):  # a range or a list of floats: spoil its last one
+            node[path[-1]] = [*value[:-1], bad] if value else [bad]
+        else:
+            node[path[-1]] = bad
+        with pytest.raises(ConfigError) as info:
+            validate(type(loaded), changed, source="run.yaml")
+        message = str(info.value)
+        key = ".".join(map(str, path))
+        assert message.startswith(f"run.yaml: {key}") and "\n" not in message, message
+        assert "it must be a finite number (no setting takes inf or nan)" in message
+
+
+def test_a_search_gene_choice_must_be_finite(tmp_path: Path) -> None:
+    raw = yaml.safe_load((CONFIGS / "arch_search_tiny.yaml").read_text())
+    raw["base"] = str(CONFIGS / "gan3d_tiny.yaml")
+    choices = [1e-3, float("inf")]
+    raw["space"][-1] = {"name": "lr", "type": "categorical", "path": "d_lr", "choices": choices}
+    message = error_of(write(tmp_path, yaml.safe_dump(raw)))
+    assert "gene lr: every choice must be finite, got [0.001, inf]" in message
+
+
+def test_g_lr_inf_is_refused_before_a_run_directory(tmp_path: Path) -> None:
+    """The GAN that trained to NaN and saved it as best_model.h5 is refused at load."""
+    run = tmp_path / "run"
+    config = str(CONFIGS / "gan3d_tiny.yaml")
+    result = evogan("train", config, "--set", "spec.g_lr=inf", "--run-dir", str(run))
+    assert result.returncode == 2 and not run.exists()
+    assert result.stderr.strip() == (
+        f"evogan: error: {config}: spec.g_lr = 'inf' is not allowed: it must be a finite number "
+        "(no setting takes inf or nan)"
+    )

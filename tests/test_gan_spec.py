@@ -195,3 +195,27 @@ def test_generator_files_are_self_describing(tmp_path: Path) -> None:
     z = torch.randn(3, spec.latent_size)
     with torch.no_grad():
         assert torch.equal(loaded(z), generator(z))
+
+
+def test_data_of_another_window_is_refused_naming_both_and_the_fix() -> None:
+    spec = load_config(TINY).spec
+    gan_shapes.check_window(spec, (51, 51, 25), [Path("a.h5")])
+    gan_shapes.check_window(spec, (0, 0, 0), [])  # no showers: nothing to check
+    files = [Path("/data/EleEscan_1_1.h5"), Path("/data/EleEscan_1_2.h5"), Path("x.h5")]
+    with pytest.raises(ConfigError) as info:
+        gan_shapes.check_window(spec, (25, 25, 25), files)
+    assert str(info.value) == (
+        "the data (EleEscan_1_1.h5, EleEscan_1_2.h5 ...) hold showers of 25x25x25 cells but "
+        "spec.output_shape is 51x51x25; give data.files of the spec's window, or a spec with "
+        "output_shape [25, 25, 25] (configs/gan3d_fixed25.yaml is one for 25x25x25)"
+    )
+
+
+def test_generation_bytes_count_the_largest_layer_and_the_shower() -> None:
+    """The tiny generator's peak is its last block: the 4-channel input upsampled to 51x51x25
+    and the 1-channel output, beside the float32 shower they are written into."""
+    spec = load_config(TINY).spec
+    cells = 51 * 51 * 25
+    assert gan_shapes.generation_bytes(spec) == 4 * (4 * cells + cells) + 4 * cells
+    assert gan_shapes.generation_bytes(spec, 2) == 2 * (4 * cells + cells) + 4 * cells
+    assert gan_shapes.generation_bytes(spec, 0) == 4 * cells

@@ -15,6 +15,7 @@ from evogan.data.reader import open_dataset
 from evogan.store import load_weights, read_metrics
 
 from .conftest import REPO, evogan, mpi_env, mpirun
+from .data_fixtures import write_layout
 
 pytestmark = pytest.mark.mpi
 
@@ -122,6 +123,46 @@ def test_settings_this_machine_cannot_run_are_refused_before_a_run_directory_exi
         done = evogan("train", CONFIG, "--run-dir", str(run), "--set", setting)
         assert done.returncode == 2 and message in done.stderr.strip().splitlines()[-1]
         assert "Traceback" not in done.stderr and not run.exists()
+
+
+def test_data_of_another_window_ends_every_rank_before_a_run_directory(tmp_path: Path) -> None:
+    """Public 25x25x25 files with the 51x51x25 spec are refused on every rank in one line
+    before a run directory exists, not at the first matrix product (a search's refusal:
+    tests/test_search_startup.py)."""
+    data = write_layout(tmp_path / "EleEscan_1_1.h5", "fixed25", events=40)
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ["-m", "evogan", "train", str(REPO / CONFIG)]
+    args += ["--set", f"data.files=[{data}]", "--set", f"run.root={work / 'populations'}"]
+    done = mpirun(2, args, timeout=120, cwd=work)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert [line for line in done.stderr.splitlines() if line.startswith("evogan:")] == [
+        "evogan: error: the data (EleEscan_1_1.h5) hold showers of 25x25x25 cells but "
+        "spec.output_shape is 51x51x25; give data.files of the spec's window, or a spec with "
+        "output_shape [25, 25, 25] (configs/gan3d_fixed25.yaml is one for 25x25x25)"
+    ]
+    assert "Traceback" not in done.stderr and "MPI_ABORT" not in done.stderr
+    assert list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize("validate", [False, True])
+def test_a_diverged_generator_is_never_saved_as_the_best(tmp_path: Path, validate: bool) -> None:
+    """Finite but huge learning rates train to NaN within two steps: last_model.h5 keeps the
+    diverged generator, best_model.h5 is not written (neither by a validation nor at the end)
+    and the run says why."""
+    run = tmp_path / "run"
+    args = ["--set", "spec.g_lr=1e30", "--set", "spec.d_lr=1e30", *SHORT]
+    if validate:
+        args += ["--set", "trainer.validate_every=1", "--set", "trainer.validation_events=24"]
+        args += ["--set", "trainer.standing_batches=0"]
+    done = evogan("train", CONFIG, "--run-dir", str(run), *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "d_loss nan" in done.stdout
+    assert (run / "last_model.h5").is_file() and not (run / "best_model.h5").exists()
+    assert ("no best_model.h5 is written" in done.stdout) != validate
+    if validate:
+        (record,) = read_metrics(run / "metrics.jsonl", "validation")
+        assert record["best"] is False
 
 
 def test_grouped_rma_arar_on_four_ranks_with_a_slow_rank(tmp_path: Path) -> None:

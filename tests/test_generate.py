@@ -282,3 +282,35 @@ def test_a_refused_generation_says_its_one_line_error_and_no_hint(
     monkeypatch.setenv("EVOGAN_HINTS", "0")
     assert main([*args, str(tmp_path / "silenced.h5")]) == 0
     assert "AMX" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("options", "start", "end"),
+    [
+        (
+            ["--events", "1000000000000"],
+            "--events 1,000,000,000,000 (every shower's energy is drawn before the first shower "
+            "is generated) needs at least 12 TB of memory, more than the ",
+            " available here; pass fewer --events, and write more showers as several files with "
+            "different --seed",
+        ),
+        (
+            ["--events", "10000000", "--batch-size", "10000000"],
+            "--batch-size 10,000,000 showers of gan3d-tiny-51x51x25 needs at least 15.6 TB of "
+            "memory, more than the ",
+            " available here; lower --batch-size",
+        ),
+        (["--events", "4", "--energy-range", "10", "inf"], "--energy-range takes finite", "10 inf"),
+        (["--events", "4", "--theta-range", "nan", "90"], "--theta-range takes finite", "nan 90"),
+    ],
+)
+def test_counts_beyond_memory_and_infinite_ranges_are_refused_in_one_line(
+    options: list[str], start: str, end: str, tmp_path: Path, capsys
+) -> None:
+    model = save_tiny_generator(tmp_path / "g.h5", seed=4)
+    out = tmp_path / "x.h5"
+    assert main(["generate", str(model), *options, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"evogan: error: {start}"), err
+    assert err.strip().endswith(end)
+    assert not out.exists() and list(tmp_path.glob(".x.h5*")) == []

@@ -295,6 +295,13 @@ def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs, r
         ("model.readout_ridge=0", "model.readout_ridge = 0 is not allowed"),
         ("model.readout=fitted", "model.readout = 'fitted' is not allowed"),
         ("ga.hybrid_keep_steps=maybe", "ga.hybrid_keep_steps = 'maybe' is not allowed"),
+        ("ga.mutation_power=.nan", "ga.mutation_power = nan is not allowed: it must be a finite"),
+        (
+            "ga.children=1000000000000",
+            "ga.children = 1,000,000,000,000 (genomes of 2,049 weights) needs at least 16.4 PB "
+            "of memory, more than the ",
+        ),
+        ("ga.initial_parents=10000000000000", "ga.initial_parents = 10,000,000,000,000 ("),
     ],
 )
 def test_impossible_settings_fail_in_one_line_before_any_work(runs, override, message) -> None:

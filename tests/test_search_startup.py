@@ -18,6 +18,7 @@ from evogan.config.search import SearchConfig
 from evogan.data.synthetic import write_synthetic
 from evogan.search import Campaign, resolve_base
 from tests.conftest import REPO, kill_job, launch
+from tests.data_fixtures import write_layout
 
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
 HANG_S = 120  # a start-up refusal takes about 10 s here; a hung job never ends
@@ -25,11 +26,12 @@ HANG_S = 120  # a start-up refusal takes about 10 s here; a hung job never ends
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """40 good showers (32 train, 8 test) and broken copies of them."""
+    """40 good showers (32 train, 8 test), broken copies of them and 40 of another window."""
     folder = tmp_path_factory.mktemp("startup-data")
     good = write_synthetic(folder / "good.h5", 40, (10.0, 100.0), 1)
     write_synthetic(folder / "five.h5", 5, (10.0, 100.0), 1)
     (folder / "not_hdf5.txt").write_text("not a shower file\n")
+    write_layout(folder / "EleEscan_1_1.h5", "fixed25", 40)  # the public 25x25x25 window
     for name in ("nan_energy.h5", "nan_cells.h5"):
         (folder / name).write_bytes(good.read_bytes())
     with h5py.File(folder / "nan_energy.h5", "r+") as f:  # event 0: the first rank's share
@@ -78,6 +80,13 @@ def _one_error(result: subprocess.CompletedProcess[str]) -> str:
         ("nan_energy.h5", None, "nan_energy.h5: energy of event 0 is nan"),
         ("not_hdf5.txt", None, "not_hdf5.txt is not an HDF5 file"),
         ("five.h5", None, "the test split holds 1 event(s), fewer than the 8"),
+        (
+            "EleEscan_1_1.h5",
+            None,
+            "the data (EleEscan_1_1.h5) hold showers of 25x25x25 cells but spec.output_shape "
+            "is 51x51x25; give data.files of the spec's window, or a spec with output_shape "
+            "[25, 25, 25]",
+        ),
         ("good.h5", "fitness.energy_bins=100", "fitness.energy_bins = 100 needs"),
         ("good.h5", "fitness.test_events=3", "fitness.test_events = 3 is not allowed"),
     ],

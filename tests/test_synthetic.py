@@ -99,6 +99,39 @@ def test_same_seed_same_showers_whatever_the_chunk_size() -> None:
     np.testing.assert_array_equal(head_energy, energy[:30])
 
 
+def test_each_block_draws_from_its_spawned_seed() -> None:
+    """Block b draws from SeedSequence(seed).spawn(...)[b], made as it is reached: a request
+    of any size starts in constant memory."""
+    events = 2 * BLOCK_EVENTS + 5
+    _ecal, energy = _collect(events, seed=7, chunk_events=events)
+    children = np.random.SeedSequence(7).spawn(3)
+    for block, child in enumerate(children):
+        drawn = np.random.default_rng(child).uniform(2.0, 500.0, BLOCK_EVENTS)
+        part = energy[block * BLOCK_EVENTS : (block + 1) * BLOCK_EVENTS]
+        np.testing.assert_array_equal(part, drawn[: len(part)].astype(np.float32))
+
+
+def test_a_file_beyond_the_free_disk_is_refused_before_any_work(tmp_path, capsys) -> None:
+    from evogan.cli import main
+
+    out = tmp_path / "big.h5"
+    assert main(["data", "synth", "--out", str(out), "--events", "1000000000000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "evogan: error: writing 1,000,000,000,000 synthetic showers (1000 bytes or more each) "
+        "needs at least 1 PB of disk, more than the "
+    )
+    assert err.endswith(
+        f"free for {out}; ask for fewer showers, or write to a file system with room"
+    )
+    args = ["data", "synth", "--out", str(out), "--events", "4", "--energy-range", "10", "inf"]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == (
+        "evogan: error: --energy-range takes finite numbers only, got 10 inf"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_different_seeds_differ() -> None:
     a, ea = _collect(8, seed=1, chunk_events=8)
     b, eb = _collect(8, seed=2, chunk_events=8)

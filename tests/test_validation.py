@@ -146,6 +146,8 @@ def test_bad_input_gets_one_line(files: dict, tmp_path: Path, capsys) -> None:
     )
     err = _refused(capsys, str(files["gen"]), ref, "--precision", "bf16", "--out", out)
     assert "--precision bf16 runs a generator, but" in err and "holds showers" in err
+    err = _refused(capsys, str(files["gen"]), ref, "--beta", "nan", "--out", out)
+    assert err.endswith("--beta takes finite numbers only, got nan")
     missing = str(tmp_path / "no_such_model.h5")  # named as GENERATED, even with no reference
     err = _refused(capsys, missing, str(tmp_path / "no_such_ref.h5"), "--out", out)
     assert err.endswith(

@@ -6,7 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
-from evogan.commands.options import add_read_options, read_options, require_counts
+from evogan.commands.options import (
+    add_read_options,
+    read_options,
+    require_counts,
+    require_finite,
+)
 from evogan.errors import EvoganError
 
 
@@ -53,6 +58,7 @@ def _synth(args: argparse.Namespace) -> int:
     from evogan.data.synthetic import write_synthetic
 
     require_counts(args, "--events")
+    require_finite(args, "--energy-range")
     low, high = args.energy_range
     if not 0 < low < high:
         raise EvoganError(f"--energy-range must satisfy 0 < LO < HI, got {low:g} {high:g}")

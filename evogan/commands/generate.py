@@ -24,6 +24,7 @@ from evogan.commands.options import (
     read_options,
     refuse_campaign,
     require_counts,
+    require_finite,
 )
 from evogan.errors import EvoganError
 
@@ -127,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     path = find_generator(args.model)
     spec, generator, meta = load_generator(path, device)
     set_convolution(generator, convolution)
+    _check_memory(args, spec, device)
     if args.conditions_from is None:
         energy, theta, notes, drawn = _drawn(args, meta, spec.conditioning.angle)
     else:
@@ -166,11 +168,37 @@ def _write(args: argparse.Namespace, spec, generator, conditions: tuple, attrs: 
             task.advance(hi - lo)
 
 
+CONDITION_BYTES = 12
+"""Memory a drawn shower's energy takes at least: its float64 draw and float32 copy (an angle
+takes as much again)."""
+
+
+def _check_memory(args: argparse.Namespace, spec, device: str) -> None:
+    """Refuse a ``--batch-size`` whose generator pass, or ``--events`` whose conditions (all
+    drawn before the first shower is generated), would not fit in this machine's memory; on a
+    GPU only the showers copied back count."""
+    from evogan.gan3d.spec import generation_bytes
+    from evogan.resources import require_memory
+
+    itemsize = 0 if device != "cpu" else 2 if args.precision == "bf16" else 4
+    batch = args.batch_size if args.events is None else min(args.batch_size, args.events)
+    need = batch * generation_bytes(spec, itemsize)
+    require_memory(need, f"--batch-size {batch:,} showers of {spec.name}", "lower --batch-size")
+    if args.events is not None and args.conditions_from is None:
+        require_memory(
+            need + args.events * CONDITION_BYTES,
+            f"--events {args.events:,} (every shower's energy is drawn before the first shower "
+            "is generated)",
+            "pass fewer --events, and write more showers as several files with different --seed",
+        )
+
+
 def _check_conditions(args: argparse.Namespace) -> None:
     """Counts, ranges and their combination with ``--conditions-from``, before any work."""
     if args.conditions_from is None and args.events is None:
         raise EvoganError("--events is required unless --conditions-from gives the showers")
     require_counts(args, "--batch-size", *([] if args.events is None else ["--events"]))
+    require_finite(args, "--energy-range", "--theta-range")
     if args.conditions_from is not None:
         for option, given in (
             ("--energy-range", args.energy_range),

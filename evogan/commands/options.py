@@ -5,6 +5,7 @@ the checks of counts, output directories and generator paths."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,17 @@ def require_counts(args: argparse.Namespace, *options: str) -> None:
         value = getattr(args, option.removeprefix("--").replace("-", "_"))
         if value is not None and value < 1:
             raise EvoganError(f"{option} must be at least 1, got {value}")
+
+
+def require_finite(args: argparse.Namespace, *options: str) -> None:
+    """Each named float option (a number or a ``LO HI`` pair) is finite when given: no option
+    means infinity, and inf or nan would end in a draw or a format string, not in one line."""
+    for option in options:
+        value = getattr(args, option.removeprefix("--").replace("-", "_"))
+        values = list(value) if isinstance(value, list | tuple) else [value]
+        if value is not None and not all(math.isfinite(v) for v in values):
+            given = " ".join(f"{v:g}" for v in values)
+            raise EvoganError(f"{option} takes finite numbers only, got {given}")
 
 
 def check_out_dir(out: Path) -> None:

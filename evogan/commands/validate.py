@@ -26,6 +26,7 @@ from evogan.commands.options import (
     read_options,
     refuse_campaign,
     require_counts,
+    require_finite,
 )
 from evogan.errors import DataError, EvoganError
 
@@ -58,9 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         help="more generators (files, or run directories: their per-rank generators): score "
         "GENERATED plus these as an ensemble, same noise and conditions for every member",
     )
-    parser.add_argument(
-        "--beta", type=float, default=None, help="ensemble score = mean + beta x std (default 1)"
-    )
+    parser.add_argument("--beta", type=float, help="ensemble score = mean + beta x std (default 1)")
     parser.add_argument("--bins", type=int, default=5, help="equal-count energy bins (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed (same seed, same showers)")
     parser.add_argument("--batch-size", type=int, default=128, help="showers per generator call")
@@ -84,6 +83,7 @@ class Job:
 
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--events", "--bins", "--batch-size")
+    require_finite(args, "--beta")
     read = read_options(args)
     generated = Path(args.generated)
     out = args.out or _default_out(generated)

@@ -19,9 +19,13 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class StrictModel(BaseModel):
-    """Base of every config section: unknown keys and silent type coercion are errors."""
+    """Base of every config section: unknown keys and silent type coercion are errors, and so
+    is a float setting of ``inf`` or ``nan``: no setting means infinity, and either one would
+    train to NaN or fail later in arithmetic instead of at load."""
 
-    model_config = ConfigDict(extra="forbid", strict=False, validate_assignment=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=False, validate_assignment=True, allow_inf_nan=False
+    )
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -96,6 +100,8 @@ def _describe(model: type[BaseModel], exc: ValidationError) -> str:
         return f"missing key {key}; add it to the config{more}"
     value = first.get("input")
     message = first["msg"]
+    if first["type"] == "finite_number":
+        message = "it must be a finite number (no setting takes inf or nan)"
     ctx = first.get("ctx") or {}
     if "expected" in ctx and "expected" not in message:
         message = f"{message} (allowed: {ctx['expected']})"

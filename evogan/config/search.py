@@ -10,6 +10,7 @@ Optuna (``backend: optuna``, one rank owns the study) or Population Based Traini
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
@@ -47,6 +48,8 @@ class GeneConfig(StrictModel):
         if self.type == "categorical":
             if not self.choices:
                 raise ValueError(f"{where}: type categorical needs a non-empty choices list")
+            if not all(_finite(choice) for choice in self.choices):
+                raise ValueError(f"{where}: every choice must be finite, got {self.choices}")
         else:
             if self.low is None or self.high is None or not self.low <= self.high:
                 raise ValueError(
@@ -63,6 +66,15 @@ class GeneConfig(StrictModel):
         elif self.path is None:
             raise ValueError(f"{where}: give path (a dotted spec path such as g_lr)")
         return self
+
+
+def _finite(value: Any) -> bool:
+    """Whether a choice holds no inf or nan, at any depth (a kernel choice is a list)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_finite(item) for item in value)
+    return True
 
 
 class BudgetConfig(StrictModel):

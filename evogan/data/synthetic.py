@@ -34,6 +34,7 @@ import numpy as np
 from evogan.data import detector as det
 from evogan.data.writer import ShowerWriter
 from evogan.errors import EvoganError
+from evogan.resources import require_disk
 
 # Calibrated once against the reference sampling-fraction table (scripts/bench_synth.py
 # --physics 1000) to the smallest worst-case deviation: +3.3% at 2 GeV, -3.5% at 50-100 GeV.
@@ -44,6 +45,7 @@ STOCHASTIC_TERM = 0.11
 MIN_ENERGY_GEV = 1.0
 MAX_ENERGY_GEV = 1000.0  # bounds the spot arrays of a block (~1 GB at the top)
 BLOCK_EVENTS = 64  # events per independent random stream: fixes the output for a seed
+FILE_BYTES_PER_EVENT = 1000  # compressed, at least: 1.5 kB measured at 1 GeV, 4.4 kB at 2-500
 
 _CELLS_PER_EVENT = det.CELLS_X * det.CELLS_Y * det.LAYERS
 _THIN_DEPTH_X0 = det.THIN_LAYERS * det.THIN_W_MM / det.X0_MM
@@ -253,18 +255,19 @@ def synthesize(
     low, high = _check_request(events, energy_range)
     if chunk_events < 1:
         raise EvoganError(f"chunk_events must be at least 1, got {chunk_events}")
-    blocks = np.random.SeedSequence(seed).spawn(-(-events // BLOCK_EVENTS))
+    count = -(-events // BLOCK_EVENTS)
     ecal_parts: list[np.ndarray] = []
     energy_parts: list[np.ndarray] = []
     buffered = 0
-    for index, child in enumerate(blocks):
-        rng = np.random.default_rng(child)
+    for index in range(count):
+        # SeedSequence(seed).spawn(count)[index], made when needed: constant memory for any count
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(index,)))
         energy = rng.uniform(low, high, BLOCK_EVENTS)
         take = min(BLOCK_EVENTS, events - index * BLOCK_EVENTS)
         ecal_parts.append(generate_showers(energy, rng)[:take])
         energy_parts.append(energy[:take].astype(np.float32))
         buffered += take
-        last = index == len(blocks) - 1
+        last = index == count - 1
         while buffered >= chunk_events or (last and buffered):
             ecal_all, energy_all = _join(ecal_parts), _join(energy_parts)
             size = min(chunk_events, buffered)
@@ -285,8 +288,15 @@ def write_synthetic(
     *,
     progress: bool = False,
 ) -> Path:
-    """Generate ``events`` showers into one HDF5 file (atomically) and return its path."""
+    """Generate ``events`` showers into one HDF5 file (atomically) and return its path; a
+    file system without room for them is refused first."""
     low, high = _check_request(events, energy_range)
+    require_disk(
+        events * FILE_BYTES_PER_EVENT,
+        Path(path),
+        f"writing {events:,} synthetic showers ({FILE_BYTES_PER_EVENT} bytes or more each)",
+        "ask for fewer showers, or write to a file system with room",
+    )
     attrs = {
         "generator": "gflash-synthetic",
         "seed": int(seed),

@@ -320,9 +320,11 @@ class EpochLoop:
         self.validated = step
         self.cadence.done(VALIDATE)
         if record is not None:
+            best = self.validation.best  # None while only diverged generators were scored
             print(
                 f"validation at step {step}: score {record['score']:.4g} "
-                f"(best {self.validation.best:.4g}); {describe_targets(record['targets'])}",
+                f"(best {'none' if best is None else f'{best:.4g}'}); "
+                f"{describe_targets(record['targets'])}",
                 flush=True,
             )
             self.curve_behind = True

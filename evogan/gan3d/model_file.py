@@ -32,6 +32,19 @@ def save_generator(
     return save_weights(path, generator.state_dict(), record)
 
 
+def finite_weights(generator: torch.nn.Module) -> bool:
+    """Whether every weight and batch-norm statistic of ``generator`` is finite: a training
+    that diverged leaves NaN or inf there, and such a generator is never saved as the best."""
+    state = generator.state_dict().values()
+    return all(bool(torch.isfinite(t).all()) for t in state if t.is_floating_point())
+
+
+DIVERGED = (
+    "note: the generator's weights are not finite (the training diverged; lower spec.g_lr and "
+    "spec.d_lr): last_model.h5 keeps it, no best_model.h5 is written"
+)
+
+
 def load_generator(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[GanSpec, Generator, dict[str, Any]]:

@@ -288,6 +288,35 @@ def discriminator_layers(spec: GanSpec) -> list[Layer]:
     return layers
 
 
+def check_window(spec: GanSpec, cells: tuple[int, ...], files: list[Path]) -> None:
+    """Refuse data whose cell window is not ``spec.output_shape`` before anything is trained or
+    written: the first sign of it would otherwise be a matrix product deep in the
+    discriminator. ``cells``: the data's (X, Y, Z), (0, 0, 0) for no showers (nothing to
+    check); ``files``: where they come from."""
+    window, wanted = tuple(int(n) for n in cells), tuple(spec.output_shape)
+    if window in (wanted, (0, 0, 0)):
+        return
+    names = ", ".join(path.name for path in files[:2]) + (" ..." if len(files) > 2 else "")
+    raise ConfigError(
+        f"the data ({names}) hold showers of {_cells(window)} cells but spec.output_shape is "
+        f"{_cells(wanted)}; give data.files of the spec's window, or a spec with output_shape "
+        f"{list(window)} (configs/gan3d_fixed25.yaml is one for 25x25x25)"
+    )
+
+
+def _cells(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def generation_bytes(spec: GanSpec, itemsize: int = 4) -> int:
+    """Bytes one shower holds at least at the peak of a generator pass without gradients: the
+    largest layer's input (upsampled and padded) and output (``itemsize`` bytes a value: 2
+    under bf16 autocast) and the float32 shower it is written into."""
+    layers = generator_layers(spec)
+    peak = max(math.prod(layer.in_shape) + math.prod(layer.out_shape) for layer in layers)
+    return itemsize * peak + 4 * math.prod(spec.output_shape)
+
+
 def flatten_features(spec: GanSpec) -> int:
     """Number of features the discriminator's heads read (19,152 for the 51x51x25 model)."""
     return discriminator_layers(spec)[-1].in_shape[0]

@@ -37,7 +37,7 @@ from evogan.gan3d.cadence import Cadence
 from evogan.gan3d.conditions import KEY, trained_ranges
 from evogan.gan3d.data_parallel import average_tensors
 from evogan.gan3d.loop import EpochLoop, Position, StepInfo, chunk_source, draw_learning_curve
-from evogan.gan3d.model_file import save_generator
+from evogan.gan3d.model_file import DIVERGED, finite_weights, save_generator
 from evogan.gan3d.parallel import ENSEMBLE, Mode, ParallelGanStep, mode_for
 from evogan.gan3d.resume import open_run, resume_command
 from evogan.gan3d.setup import (
@@ -51,6 +51,7 @@ from evogan.gan3d.setup import (
     ring_device,
     share_cores,
 )
+from evogan.gan3d.spec import check_window
 from evogan.gan3d.validation import TrainingValidation
 from evogan.gan3d.weight_average import WeightAverage
 from evogan.logs import hint
@@ -91,6 +92,7 @@ class GanTrainer:
         self.forward, self._hints = forward_options(settings, device, world)
         self.ring_device, self._ring_hints = ring_device(settings, device, world)
         shard, held_out = load_data(config.data, settings, world)
+        check_window(config.spec, held_out.shape, held_out.files)  # the same on every rank
         self.trained_on = trained_ranges(*shard.conditions(), world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
         self.run, marker = open_run(config, world, run_dir, resume, until)
@@ -233,11 +235,13 @@ class GanTrainer:
         return self.records
 
     def losses_finite(self) -> bool:
-        """Whether the last epoch's mean losses are finite (decided by rank 0, on every rank)."""
+        """Whether the last epoch's mean losses and the generator's weights are finite (decided
+        by rank 0, on every rank): a diverged training's generator is saved as no best model."""
         finite = True
         if self.world.rank == 0 and self.records:
             losses = [v for k, v in self.records[-1].items() if k.endswith("_loss")]
             finite = all(v is not None and math.isfinite(v) for v in losses)
+            finite = finite and finite_weights(self.parallel.step.generator)
         return self.world.bcast(finite, root=0)
 
     def member_files(self) -> list[Path]:
@@ -307,10 +311,10 @@ class GanTrainer:
 
     def _save_models(self, best: bool) -> None:
         """The final generator as ``last_model.h5`` (also ``best_model.h5`` when no validation
-        picked one; both self-describing, for ``evogan generate`` and ``evogan validate``) and
-        the discriminator; in arar mode also every rank's generator, usable as ensemble
-        members. With validation on, the saved generator has the standing batch-norm statistics
-        it is scored with."""
+        picked one and its weights are finite; both self-describing, for ``evogan generate``
+        and ``evogan validate``) and the discriminator; in arar mode also every rank's
+        generator, usable as ensemble members. With validation on, the saved generator has the
+        standing batch-norm statistics it is scored with."""
         world, run, mode, spec = self.world, self.run, self.mode, self.config.spec
         if mode.replicas:
             average_tensors(world, self.parallel.float_buffers())
@@ -330,8 +334,10 @@ class GanTrainer:
             last = self.validation.scored_copy(generator)
         if world.rank == 0:
             save_generator(run.file(LAST_MODEL), spec, last, meta)
-            if best:
+            if best and finite_weights(last):
                 save_generator(run.file(BEST_MODEL), spec, last, meta)
+            elif best:
+                print(DIVERGED, flush=True)
             d_meta = {**meta, "kind": "gan3d-discriminator"}
             save_weights(run.file(DISCRIMINATOR), step.discriminator.state_dict(), d_meta)
         world.Barrier()

@@ -21,7 +21,7 @@ import torch
 from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import torch_generator
 from evogan.gan3d.data_parallel import average_tensors
-from evogan.gan3d.model_file import save_generator
+from evogan.gan3d.model_file import finite_weights, save_generator
 from evogan.gan3d.networks import Generator
 from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.standing_stats import standing_statistics
@@ -111,7 +111,7 @@ class TrainingValidation:
         result = self.reference.score(showers, self.energy, self.theta)
         score = float(result.score)
         rows = compare_targets(result.table, self.reference.table, self.reference.edges)
-        best = self.best is None or score < self.best
+        best = finite_weights(model) and (self.best is None or score < self.best)
         if best:
             self.best = score
             meta = {

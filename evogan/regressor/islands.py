@@ -18,6 +18,7 @@ import torch
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.distributed.comm import check_layout, node_position, world_comm
+from evogan.distributed.failure import rank0_decides
 from evogan.distributed.signals import catch_stop_signals
 from evogan.distributed.tags import Tag
 from evogan.engine import numpy_generator
@@ -32,7 +33,7 @@ from evogan.regressor.data import RegressorData, load_and_check
 from evogan.regressor.problem import RegressorProblem, require_cuda
 from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent
-from evogan.regressor.strategy import build_strategy, method_name, schedules
+from evogan.regressor.strategy import build_strategy, check_memory, method_name, schedules
 from evogan.store import MetricsWriter, RunDir
 from evogan.store.lock import resume_line
 from evogan.store.manifest import check_resume_layout, write_manifest
@@ -66,6 +67,7 @@ class IslandRun:
         if not self.rank0:
             world.Barrier()  # rank 0 may be generating the shared default data set
         layout, train, test = load_and_check(cfg, cfg.ga.batch_size, self.announce)
+        rank0_decides(lambda: check_memory(cfg.ga, layout.size), world)
         if self.rank0:
             world.Barrier()
         problem = RegressorProblem(

@@ -18,6 +18,7 @@ from evogan.engine import (
     make_schedule,
 )
 from evogan.engine.problem import Problem
+from evogan.resources import require_memory
 
 
 def schedules(ga: GAConfig) -> tuple[Schedule, Schedule]:
@@ -26,6 +27,18 @@ def schedules(ga: GAConfig) -> tuple[Schedule, Schedule]:
     rate = make_schedule(ga.rate_schedule, ga.mutation_rate, *shape)
     power = make_schedule(ga.power_schedule, ga.mutation_power, *shape)
     return rate, power
+
+
+def check_memory(ga: GAConfig, weights: int) -> None:
+    """Refuse a population too large for this machine's memory, before the run starts: a
+    generation's ``children`` float32 genomes of ``weights`` weights are in memory twice while
+    drawn (the children, then the elite and the children in one table), the first
+    generation's ``initial_parents`` at least once."""
+    key, count = "ga.children", ga.children
+    if ga.initial_parents > 2 * (ga.children + 1):
+        key, count = "ga.initial_parents", ga.initial_parents
+    need = 4 * weights * max(ga.initial_parents, 2 * (ga.children + 1))
+    require_memory(need, f"{key} = {count:,} (genomes of {weights:,} weights)", f"lower {key}")
 
 
 def adaptation(ga: GAConfig) -> SuccessRule | None:

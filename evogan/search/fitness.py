@@ -39,7 +39,7 @@ from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import derive_seed
 from evogan.errors import ConfigError, DataError
 from evogan.gan3d.parallel import mode_for
-from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
+from evogan.gan3d.spec import GanSpec, check_window, discriminator_layers, generator_layers
 from evogan.physics import WORST as WORST_SCORE
 from evogan.physics import Reference, Validation
 from evogan.physics.validation import generate_showers
@@ -114,13 +114,15 @@ class Scorer:
 
 def check_data(config: SearchConfig) -> Scorer:
     """Refuse data that would fail every candidate, before the campaign directory exists: files
-    that cannot be read, an energy or angle of any train or test event that is not finite (read
-    without the cells), too few test events for the score or its energy bins. Makes the
-    synthetic data when no files are given, so one rank calls it before the others read, and
-    returns the scorer it built for them to share."""
+    that cannot be read or whose cell window is not the base spec's output shape, an energy or
+    angle of any train or test event that is not finite (read without the cells), too few test
+    events for the score or its energy bins. Makes the synthetic data when no files are given,
+    so one rank calls it before the others read, and returns the scorer it built for them to
+    share."""
     from evogan.data.reader import open_dataset
 
     train, test = open_dataset(config.data, announce=lambda _line: None)
+    check_window(config.spec, test.shape, test.files)  # open_dataset: train's cells are alike
     for view in (train, test):
         view.energies()  # checks every event's energy and angle
     if len(test) < MIN_TEST_EVENTS:
