@@ -1,21 +1,36 @@
 """How ``evogan`` ends under a real ``mpirun -n 2``: a user error is printed once by rank 0
 (exit 2, no abort banner of MPI's own; the one-process RMSprop ``train`` refuses several ranks
-before writing), SIGTERM stops every rank with a resumable checkpoint (exit 75), even before
-the first generation finished, and ``--resume`` completes the run; a search campaign stops and
-resumes the same way."""
+before writing), SIGTERM to the ranks or SIGUSR1 to ``mpirun`` stops every rank with a resumable
+checkpoint (exit 75), even before the first generation finished, and the printed resume command
+completes the run; Ctrl-C to ``mpirun``, which ends the ranks before they can stop, leaves a run
+that resumes without ``--force``; a search campaign stops and resumes like a run."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from evogan.distributed.launcher import find_mpirun
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR
-from tests.conftest import REPO, launch, mpirun, terminate_ranks, wait_for, write_config
-from tests.test_islands_mpi import SYNC_LONG, TINY
+from tests.conftest import (
+    REPO,
+    launch,
+    mpi_env,
+    mpirun,
+    run_launched,
+    terminate_ranks,
+    wait_for,
+    write_config,
+)
+from tests.test_islands_mpi import SCRIPT, SYNC_LONG, TINY
 
 
 @pytest.fixture(scope="module")
@@ -53,28 +68,41 @@ def test_regressor_train_refuses_several_ranks_before_writing(tmp_path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def terminate_ranks_when(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
-    """SIGTERM every rank (as srun does) once ``path`` exists."""
-    wait_for(path, process, timeout)
-    terminate_ranks(process)
+def paste(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a printed ``mpirun ... evogan ...`` command as a shell would, with this
+    environment's mpirun and Python."""
+    words = shlex.split(command)
+    evogan_at = words.index("evogan")
+    assert words[0] == "mpirun", command
+    line = [find_mpirun(), *words[1:evogan_at], sys.executable, "-m", *words[evogan_at:]]
+    return run_launched(line, env=mpi_env(), cwd=REPO, timeout=timeout)
 
 
-@pytest.mark.parametrize("moment", ["first_generation", "checkpoint"])
-def test_sigterm_stops_every_rank_resumably_and_resume_finishes(tiny, tmp_path, moment) -> None:
+@pytest.mark.parametrize(
+    ("moment", "target"), [("first_generation", "ranks"), ("checkpoint", "mpirun")]
+)
+def test_a_stop_signal_stops_every_rank_and_the_printed_command_resumes(
+    tiny, tmp_path, moment, target
+) -> None:
+    """SIGTERM to every rank, as srun sends it, or SIGUSR1 to mpirun, which Open MPI passes on
+    to every rank as it is."""
     run = tmp_path / "run"
     process = launch(2, ["-m", "evogan", "evolve", str(tiny), "--run-dir", str(run), *SYNC_LONG])
     marker = "manifest.json" if moment == "first_generation" else "checkpoints/island-0001"
-    terminate_ranks_when(run / marker, process)
+    wait_for(run / marker, process)
+    if target == "ranks":
+        terminate_ranks(process)
+    else:
+        os.kill(process.pid, signal.SIGUSR1)
     _, err = process.communicate(timeout=60)
     assert process.returncode == EXIT_STOPPED, err
-    assert evogan_lines(err) == [
-        f"evogan: stopped by a signal; resume with: mpirun -n 2 evogan evolve --resume {run}"
-    ]
+    command = f"mpirun -n 2 --oversubscribe evogan evolve --resume {run}"
+    assert evogan_lines(err) == [f"evogan: stopped by a signal; resume with: {command}"]
     assert "Traceback" not in err and "MPI_ABORT" not in err
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
     for island in (0, 1):
         assert list((run / f"checkpoints/island-{island:04d}").glob("gen-*.h5"))
-    resumed = mpirun(2, ["-m", "evogan", "evolve", "--resume", str(run)], timeout=90)
+    resumed = paste(command, timeout=90)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed" in resumed.stdout
     assert json.loads((run / "summary.json").read_text())["generations"] == 70
@@ -94,7 +122,8 @@ def test_sigterm_stops_a_search_campaign_with_75_and_resume_completes(tiny, tmp_
     _, err = process.communicate(timeout=120)
     assert process.returncode == EXIT_STOPPED, err[-3000:]
     assert evogan_lines(err) == [
-        f"evogan: stopped by a signal; resume with: mpirun -n 2 evogan search --resume {out}"
+        "evogan: stopped by a signal; resume with: "
+        f"mpirun -n 2 --oversubscribe evogan search --resume {out}"
     ]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_by_signal"] and not summary["complete"]
@@ -103,3 +132,28 @@ def test_sigterm_stops_a_search_campaign_with_75_and_resume_completes(tiny, tmp_
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((out / "summary.json").read_text())["complete"]
     assert len({row["id"] for row in _rows(out)}) == 6
+
+
+def test_ctrl_c_to_mpirun_leaves_a_run_that_resumes_without_force(tiny, tmp_path) -> None:
+    """Open MPI ends the ranks 0.25 s after it passes mpirun's SIGINT on as SIGTERM, here in
+    the middle of rank 0's slow generation, so no stop is written; rank 0 recorded the signal
+    as it came, and the run resumes from its last checkpoint without --force."""
+    run = tmp_path / "run"
+    every = ["--set", "migration.mode=sync", "--set", "checkpoint.every=1"]
+    slow = ["--slow-rank", "0", "--slow-seconds", "2"]  # 2 s in each of rank 0's evaluations
+    process = launch(2, [SCRIPT, str(tiny), str(run), *every, *slow])
+    for island in (1, 0):
+        wait_for(run / f"checkpoints/island-{island:04d}/gen-00000001.h5", process)
+    os.kill(process.pid, signal.SIGINT)
+    process.communicate(timeout=30)
+    assert process.returncode == 1  # mpirun's own code for a job it ended
+    status = json.loads((run / "status.json").read_text())
+    assert (status["status"], status["signal"]) == ("running", "SIGTERM")
+    resumed = mpirun(2, ["-m", "evogan", "evolve", "--resume", str(run)], timeout=90)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert evogan_lines(resumed.stderr) == [
+        f"evogan: note: {run} was ended by its launcher after SIGTERM, before its stop was "
+        "written; it resumes from its last checkpoint"
+    ]
+    assert f"resumed {run} from generation 1" in resumed.stdout
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"

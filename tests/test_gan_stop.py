@@ -1,19 +1,21 @@
 """GAN training as a long job under real mpirun: SIGTERM on one rank stops both ranks after a
 checkpoint at the current step (exit 75), and the resumed run ends with exactly the weights of
 an uninterrupted run (sync mode); resumes that would not continue the same computation are
-refused in one line."""
+refused in one line; a training that mpirun ended on its own SIGTERM resumes without --force."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
 from evogan.store import load_weights, read_metrics
 
-from .conftest import TINY_GAN, TINY_GAN_SIZE, evogan, mpirun
+from .conftest import TINY_GAN, TINY_GAN_SIZE, evogan, launch, mpirun, wait_for
 
 pytestmark = pytest.mark.mpi
 
@@ -31,7 +33,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_gan_run: Path) -> dict[s
     signal = ["--signal-rank", "1", "--signal-step", "4"]
     stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "run"), *SIZE, *signal])
     assert stopped.returncode == 75, stopped.stderr[-3000:]
-    command = f"mpirun -n 2 evogan train --resume {root / 'run'}"
+    command = f"mpirun -n 2 --oversubscribe evogan train --resume {root / 'run'}"
     assert command in stopped.stderr
     shutil.copytree(root / "run", root / "copy")
     return {"root": root, "straight": tiny_gan_run, "run": root / "run", "copy": root / "copy"}
@@ -142,7 +144,7 @@ def test_timed_checkpoints_and_validations_and_a_stop_in_the_first_step(tmp_path
     assert done.returncode == 75, done.stderr[-3000:]
     marker = json.loads((first / "checkpoint.json").read_text())
     assert (marker["epoch"], marker["step"]) == (0, 1)
-    assert "resume with: evogan train --resume" in done.stderr
+    assert "resume with: mpirun -n 1 --oversubscribe evogan train --resume" in done.stderr
 
 
 def test_a_signal_during_a_checkpoint_write_stops_after_it_and_resumes_exactly(
@@ -155,7 +157,7 @@ def test_a_signal_during_a_checkpoint_write_stops_after_it_and_resumes_exactly(
     every_step = ["--set", "checkpoint.every_seconds=0.001", "--signal-in-checkpoint", "0"]
     stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(run), *SIZE, *every_step])
     assert stopped.returncode == 75, stopped.stderr[-3000:]
-    assert f"mpirun -n 2 evogan train --resume {run}" in stopped.stderr
+    assert f"mpirun -n 2 --oversubscribe evogan train --resume {run}" in stopped.stderr
     marker = json.loads((run / "checkpoint.json").read_text())
     # serial 1: the timed checkpoint the signal interrupted, completed; serial 2: the stop's,
     # at the next step, when the ranks agree
@@ -170,3 +172,28 @@ def test_a_signal_during_a_checkpoint_write_stops_after_it_and_resumes_exactly(
         resumed, _ = load_weights(run / name)
         expected, _ = load_weights(runs["straight"] / name)
         assert all(resumed[k].equal(expected[k]) for k in expected), name
+
+
+def test_sigterm_to_mpirun_leaves_a_training_that_resumes_without_force(tmp_path: Path) -> None:
+    """A scheduler's SIGTERM to mpirun (or Ctrl-C): Open MPI ends the ranks 0.25 s after
+    passing it on, here while rank 0 sleeps after its first step, so no stop is written; rank
+    0 recorded the signal as it came, and the training resumes from the checkpoint of that
+    step without --force."""
+    run = tmp_path / "run"
+    size = ["--set", "trainer.steps_per_epoch=2", "--set", "trainer.epochs=1"]
+    every_step = ["--set", "checkpoint.every_seconds=0.001"]
+    slow = ["--slow-rank", "0", "--slow-seconds", "3"]
+    process = launch(2, [SCRIPT, CONFIG, "--run-dir", str(run), *size, *every_step, *slow])
+    wait_for(run / "checkpoint.json", process, timeout=120)
+    os.kill(process.pid, signal.SIGTERM)
+    process.communicate(timeout=30)
+    assert process.returncode == 1  # mpirun's own code for a job it ended
+    status = json.loads((run / "status.json").read_text())
+    assert (status["status"], status["signal"]) == ("running", "SIGTERM")
+    marker = json.loads((run / "checkpoint.json").read_text())
+    assert (marker["epoch"], marker["step"]) == (0, 1)
+    done = mpirun(2, ["-m", "evogan", "train", "--resume", str(run)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "before its stop was written; it resumes from its last checkpoint" in done.stderr
+    assert [r["epoch"] for r in read_metrics(run / "metrics.jsonl", "epoch")] == [1]
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"

@@ -179,7 +179,8 @@ def test_sigterm_checkpoints_every_island_and_exits_stopped(config, tmp_path) ->
     assert "stopped by SIGTERM" in out
     resume_lines = [line for line in err.splitlines() if line.startswith("evogan:")]
     assert resume_lines == [
-        f"evogan: stopped by a signal; resume with: mpirun -n 2 evogan evolve --resume {run}"
+        "evogan: stopped by a signal; resume with: "
+        f"mpirun -n 2 --oversubscribe evogan evolve --resume {run}"
     ]
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
     last = [sorted((run / f"checkpoints/island-{i:04d}").iterdir())[-1].name for i in (0, 1)]
@@ -200,7 +201,7 @@ def test_a_signal_on_an_islands_second_rank_stops_the_run(config, tmp_path) -> N
     os.kill(rank_pid(process, 1), signal.SIGTERM)
     _out, err = process.communicate(timeout=30)
     assert process.returncode == EXIT_STOPPED, err[-2000:]
-    assert f"resume with: mpirun -n 2 evogan evolve --resume {run}" in err
+    assert f"resume with: mpirun -n 2 --oversubscribe evogan evolve --resume {run}" in err
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
 
 
@@ -216,6 +217,9 @@ def test_a_failing_rank_ends_the_job_promptly(config, tmp_path) -> None:
     errors = [line for line in done.stderr.splitlines() if line.startswith("evogan:")]
     assert len(errors) == 1 and "rank 1 of 2" in errors[0] and "deliberate failure" in errors[0]
     assert "MPI_ABORT" not in done.stderr
+    # mpirun ended rank 0 with SIGTERM after rank 1 had gone: a crash, not a stop to note
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["status"] == "running" and "signal" not in status
 
 
 def evogan_mpi(ranks: int, args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -147,7 +147,7 @@ def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
         assert job.returncode == 75, stderr[-3000:]
         first = sorted((out / "final").glob(f"*/seed-*/{OUTCOME}"))
         assert len(first) == 2, first
-        assert f"resume with: mpirun -n 4 evogan search --resume {out}" in stderr
+        assert f"resume with: mpirun -n 4 --oversubscribe evogan search --resume {out}" in stderr
         assert "final" not in json.loads((out / "summary.json").read_text())
         trained = len(_table(out))
         result = mpirun(4, ["-m", "evogan", "search", "--resume", str(out)], 180)

@@ -185,12 +185,9 @@ def test_a_refused_resume_keeps_the_status_it_found(tmp_path) -> None:
 def test_resume_commands_quote_the_run_path(tmp_path) -> None:
     import shlex
 
-    from evogan.store.lock import check_resumable, resume_line, write_status
+    from evogan.store.lock import check_resumable, write_status
 
     run = tmp_path / "my run"
-    assert resume_line("evolve", "runs/x") == "evogan evolve --resume runs/x"
-    line = resume_line("train", run, ranks=2)
-    assert shlex.split(line) == ["mpirun", "-n", "2", "evogan", "train", "--resume", str(run)]
     run.mkdir()
     write_status(run, "running")
     with pytest.raises(EvoganError) as info:
@@ -203,3 +200,32 @@ def test_run_names_are_plain_names(tmp_path, name) -> None:
     with pytest.raises(EvoganError, match="must be a plain directory name"):
         RunDir.create("ga", root=tmp_path / "root", name=name)
     assert not (tmp_path / "root").exists() and not (tmp_path / "up").exists()
+
+
+def test_a_run_ended_after_a_noted_stop_signal_resumes_without_force(tmp_path, capsys) -> None:
+    """A launcher that kills the process right after a stop signal (mpirun on Ctrl-C) leaves
+    ``running`` with the signal noted; the next resume needs no --force and says why."""
+    from evogan.store.lock import (
+        check_resumable,
+        claim,
+        lifecycle,
+        note_signal,
+        read_status,
+        settle,
+    )
+
+    run = tmp_path / "run"
+    run.mkdir()
+    note_signal("SIGTERM")  # no run held: nothing to note
+    assert read_status(run) is None
+    with lifecycle():
+        claim(run)
+        note_signal("SIGTERM")
+    record = read_status(run)  # leaving lifecycle without settle: as a killed process leaves it
+    assert (record["status"], record["signal"]) == ("running", "SIGTERM")
+    check_resumable(run)
+    assert "ended by its launcher after SIGTERM" in capsys.readouterr().err
+    with lifecycle():
+        claim(run, resume=True)
+        settle("stopped")
+    assert read_status(run)["status"] == "stopped" and "signal" not in read_status(run)

@@ -88,11 +88,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _again() -> str:
     """This command line again: a stopped final step continues from its finished trainings."""
+    from evogan.distributed.launcher import launch_prefix
     from evogan.distributed.mpi import MPI
 
-    size = MPI.COMM_WORLD.size
-    launch = f"mpirun -n {size} " if size > 1 else ""
-    return launch + shlex.join(["evogan", *sys.argv[1:]])
+    launcher = launch_prefix(MPI.COMM_WORLD.size)
+    again = shlex.join(["evogan", *sys.argv[1:]])
+    return f"{launcher} {again}" if launcher else again
 
 
 def _finals(campaigns: list[Path], again: str) -> bool:

@@ -25,7 +25,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from evogan.distributed.signals import Interrupted, raise_on_stop_signals
+from evogan.distributed.signals import (
+    Interrupted,
+    local_ranks_running,
+    raise_on_stop_signals,
+    report_stop_signals,
+)
 from evogan.distributed.tags import Tag
 from evogan.errors import (
     EXIT_FAILURE,
@@ -34,7 +39,15 @@ from evogan.errors import (
     EvoganError,
     RunStopped,
 )
-from evogan.store.lock import FAILED, FINISHED, STOPPED, lifecycle, settle, settle_refused
+from evogan.store.lock import (
+    FAILED,
+    FINISHED,
+    STOPPED,
+    lifecycle,
+    note_signal,
+    settle,
+    settle_refused,
+)
 
 T = TypeVar("T")
 
@@ -164,12 +177,21 @@ def _print(code: int, message: str) -> None:
     print(f"{prefix} {message}", file=sys.stderr, flush=True)
 
 
+def _note_stop(name: str) -> None:
+    """Record a stop signal in the runs this process holds, unless a rank of the job on this
+    node is already gone: then the signal is the launcher ending a failed job, which must not
+    pass for a stop."""
+    if local_ranks_running():
+        note_signal(name)
+
+
 @contextmanager
 def guard() -> Iterator[None]:
     """Wrap a whole command (the CLI, or an MPI script): SIGTERM/SIGINT unwind cleanly, runs
-    created or resumed inside are locked and get their final status, and every ending becomes
-    :func:`end`'s line and exit code (raised as ``SystemExit``)."""
-    with lifecycle(), raise_on_stop_signals():
+    created or resumed inside are locked and get their final status (a stop signal is noted
+    in it as it arrives), and every ending becomes :func:`end`'s line and exit code (raised as
+    ``SystemExit``)."""
+    with lifecycle(), raise_on_stop_signals(), report_stop_signals(_note_stop):
         try:
             yield
         except SystemExit:

@@ -9,22 +9,29 @@ a slow peer and every rank sees the same sequence of rounds. Each round also car
 :meth:`StopAgreement.finish` keeps taking part in rounds after this rank's work is done until
 all ranks are done or a stop is agreed, so nobody is left waiting in a reduction its peers
 never join.
+
+SIGUSR1 stops like SIGTERM: Open MPI's ``mpirun`` passes it on to every rank as it is, while a
+SIGTERM or SIGINT (Ctrl-C) of ``mpirun`` itself makes it end the ranks (SIGTERM, then SIGKILL
+0.25 s later), too soon for an agreed stop. :func:`report_stop_signals` lets the run record such
+a signal at once, so that a run killed that way resumes from its last checkpoint.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 
 def _stat(pid: int | str) -> list[str] | None:
@@ -53,6 +60,16 @@ def running(pid: int) -> bool:
     gone may stay a zombie until something reaps it)."""
     fields = _stat(pid)
     return fields is not None and fields[0] != "Z"
+
+
+def local_ranks_running() -> bool:
+    """Whether every rank of this Open MPI job on this node still runs (True under other
+    launchers). ``mpirun`` ends a job with the same SIGTERM when it was signalled and when a
+    rank failed; a rank already gone tells the second."""
+    size = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "")
+    if not size.isdigit():
+        return True
+    return sum(running(pid) for pid in rank_pids(os.getppid())) >= int(size)
 
 
 @dataclass
@@ -133,6 +150,42 @@ def catch_stop_signals(flag: StopFlag) -> Iterator[StopFlag]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def report_stop_signals(record: Callable[[str], None]) -> Iterator[None]:
+    """Call ``record(name)`` from a thread as soon as the first stop signal arrives. Python
+    runs signal handlers in the main thread between bytecodes, which may be waiting in MPI or
+    a long kernel; the interpreter's wakeup file descriptor is written by the C handler at
+    once (only in the main thread can it be set: elsewhere nothing is reported)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    threading.Thread(target=_report, args=(read, record), daemon=True).start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(write)
+
+
+def _report(read: int, record: Callable[[str], None]) -> None:
+    """Read signal numbers until the write end closes; report the first stop signal. A
+    record only spares a killed run its --force, so one that fails (a full disk) changes
+    nothing else, and the pipe keeps being read."""
+    reported = False
+    try:
+        while data := os.read(read, 64):
+            stops = [number for number in data if number in STOP_SIGNALS]
+            if stops and not reported:
+                reported = True
+                with suppress(Exception):
+                    record(signal.Signals(stops[0]).name)
+    finally:
+        os.close(read)
 
 
 class StopAgreement:

@@ -10,12 +10,12 @@ from typing import Any
 from evogan.config.base import read_yaml, validate
 from evogan.config.gan import Gan3dConfig
 from evogan.config.resume import is_resume_safe
+from evogan.distributed.launcher import resume_line
 from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
 from evogan.gan3d import checkpoint as ckpt
 from evogan.store import CONFIG, RunDir
 from evogan.store.folders import require_directory
-from evogan.store.lock import resume_line
 
 
 def open_run(

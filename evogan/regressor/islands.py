@@ -18,6 +18,7 @@ import torch
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.distributed.comm import check_layout, node_position, world_comm
+from evogan.distributed.launcher import resume_line
 from evogan.distributed.failure import rank0_decides
 from evogan.distributed.signals import catch_stop_signals
 from evogan.distributed.tags import Tag
@@ -35,7 +36,6 @@ from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent
 from evogan.regressor.strategy import build_strategy, check_memory, method_name, schedules
 from evogan.store import MetricsWriter, RunDir
-from evogan.store.lock import resume_line
 from evogan.store.manifest import check_resume_layout, write_manifest
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evogan.config.search import SearchConfig
 from evogan.distributed.failure import rank0_decides
+from evogan.distributed.launcher import resume_line
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
@@ -16,7 +17,6 @@ from evogan.search.pbt import check_population, pbt_summary, segment_count
 from evogan.search.scheduler import Session
 from evogan.search.space import Space
 from evogan.search.summary import build_summary, trained
-from evogan.store.lock import resume_line
 
 
 def run_search(

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import os
 import platform
 import shlex
 import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ParamSpec, TypeVar
 
 from evogan.errors import EvoganError
 from evogan.store.atomic import atomic_write
@@ -57,6 +59,19 @@ class _Claim:
 
 _held: dict[Path, _Claim] = {}
 _active = [False]
+_writing = threading.RLock()
+"""Held while runs are claimed, settled or noted: :func:`note_signal` runs in a thread."""
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _one_writer(function: Callable[P, T]) -> Callable[P, T]:
+    @functools.wraps(function)
+    def serialised(*args: P.args, **kwargs: P.kwargs) -> T:
+        with _writing:
+            return function(*args, **kwargs)
+
+    return serialised
 
 
 @contextmanager
@@ -71,6 +86,7 @@ def lifecycle() -> Iterator[None]:
         _active[0] = False
 
 
+@_one_writer
 def claim(
     path: str | Path,
     *,
@@ -181,6 +197,7 @@ def _bytes(file: Path) -> bytes | None:
         return None
 
 
+@_one_writer
 def settle(status: str | None, error: str | None = None) -> None:
     """Record ``status`` in every run this process holds and release them (``None``: release
     only, keeping what was recorded)."""
@@ -191,6 +208,7 @@ def settle(status: str | None, error: str | None = None) -> None:
         del _held[path]
 
 
+@_one_writer
 def settle_refused(error: str) -> None:
     """A user error ended the process: leave every run this process holds as it was found. A
     resumed run gets back its status and lock file (the same resume can be retried once the
@@ -239,7 +257,18 @@ def _unmake(path: Path, held: _Claim) -> bool:
     return True
 
 
-def write_status(path: str | Path, status: str, error: str | None = None) -> None:
+@_one_writer
+def note_signal(name: str) -> None:
+    """Record at once that stop signal ``name`` arrived in every run this process holds (still
+    ``running``): a run its launcher kills before the stop is written then resumes from its
+    last checkpoint without --force (:func:`check_resumable`)."""
+    for path in _held:
+        write_status(path, RUNNING, signal=name)
+
+
+def write_status(
+    path: str | Path, status: str, error: str | None = None, signal: str | None = None
+) -> None:
     record: dict[str, Any] = {
         "status": status,
         "pid": os.getpid(),
@@ -248,6 +277,8 @@ def write_status(path: str | Path, status: str, error: str | None = None) -> Non
     }
     if error is not None:
         record["error"] = error
+    if signal is not None:
+        record["signal"] = signal
     atomic_write(Path(path) / STATUS, json.dumps(record) + "\n")
 
 
@@ -263,13 +294,6 @@ def read_status(path: str | Path) -> dict[str, Any] | None:
         f"with {again}, which rewrites it"
     )
     return read_state(file, fix, keys=("status",))
-
-
-def resume_line(command: str, path: str | Path, ranks: int = 1) -> str:
-    """The shell command that resumes the run at ``path`` with ``evogan COMMAND``, ready to
-    paste: the path is quoted, and a run of several ranks is launched on as many."""
-    launcher = f"mpirun -n {ranks} " if ranks > 1 else ""
-    return f"{launcher}evogan {command} --resume {shlex.quote(str(path))}"
 
 
 def _extension(path: Path) -> str:
@@ -299,6 +323,13 @@ def check_resumable(path: str | Path, force: bool = False, extend: bool = False)
             f"{path} already finished (status.json); nothing to resume unless you extend it "
             f"with {_extension(Path(path))}"
         )
+    if status == RUNNING and "signal" in record and not force:
+        print(
+            f"evogan: note: {path} was ended by its launcher after {record['signal']}, before "
+            "its stop was written; it resumes from its last checkpoint",
+            file=sys.stderr,
+        )
+        return
     if force or status in (None, STOPPED, FINISHED):
         return
     again = f"--resume {shlex.quote(str(path))} --force"
