@@ -32,12 +32,14 @@ from evogan.physics.validation import generate_showers
 from evogan.store import RunDir
 
 
-def held_out_reference(run: RunDir, events: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An independent synthetic sample in the run's energy range (never seen in training)."""
+def held_out_reference(run: RunDir, events: int) -> tuple[np.ndarray, ...]:
+    """An independent synthetic sample in the run's energy range (never seen in training), and
+    the cell threshold the run read its data with."""
     config = load_config(run.file("config.yaml"))
     synthetic = config.data.synthetic
     parts = list(synthesize(events, tuple(synthetic.energy_range), synthetic.seed + 1_000_003))
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+    sample = tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+    return (*sample, config.data.cell_threshold)
 
 
 def score_history(run: RunDir) -> dict:
@@ -69,11 +71,11 @@ def main() -> int:
     args = parser.parse_args()
     run = RunDir.open(args.run)
     spec, generator, _ = load_generator(find_generator(args.model or args.run))
-    ecal, energy, theta = held_out_reference(run, args.events)
+    ecal, energy, theta, threshold = held_out_reference(run, args.events)
     rng = torch.Generator().manual_seed(args.seed)
     angle = theta if spec.conditioning.angle else None
     generated = generate_showers(spec, generator, energy, angle, rng)
-    reference = Reference.from_showers(ecal, energy, bins=args.bins)
+    reference = Reference.from_showers(ecal, energy, cell_threshold=threshold, bins=args.bins)
     scored = reference.score(generated, energy)
     rows = compare_targets(scored.table, reference.table, reference.edges)
     result = {

@@ -18,6 +18,7 @@ import argparse
 
 import numpy as np
 
+from evogan.config.data import DataConfig
 from evogan.data.synthetic import generate_showers, synthesize
 from evogan.physics import Reference
 from evogan.physics.distortions import SINGLE, SUITE
@@ -98,7 +99,13 @@ def main() -> None:
     args = parser.parse_args()
     cases_of = _angle_cases if args.angles else _damage_cases
     (ref_ecal, ref_energy, ref_theta), cases = cases_of(args.events, args.seed)
-    reference = Reference.from_showers(ref_ecal, ref_energy, bins=args.bins, theta=ref_theta)
+    reference = Reference.from_showers(
+        ref_ecal,
+        ref_energy,
+        cell_threshold=DataConfig().cell_threshold,  # as the data would be read
+        bins=args.bins,
+        theta=ref_theta,
+    )
     floor = reference.floor()
     rows = []
     with progress("distortions", total=len(cases), unit="sets") as task:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
+from evogan.config.data import DataConfig
 from evogan.data.synthetic import synthesize
 from evogan.errors import EvoganError
 from evogan.gan3d.spec import GanSpec
@@ -23,6 +24,8 @@ from evogan.physics.ensemble import (
 )
 from evogan.physics.members import check_origin, expand, unique_members
 from tests.gan_fixtures import save_tiny_generator, tiny_generator, tiny_spec, toy_showers
+
+THRESHOLD = DataConfig().cell_threshold  # as the data are read
 
 
 def test_ensemble_mean_and_std_follow_equations_7_and_8() -> None:
@@ -43,7 +46,7 @@ def scored() -> dict:
     for seed in (21, 22, 23):
         parts = list(synthesize(200, (10.0, 100.0), seed))
         sets.append((np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])))
-    reference = Reference.from_showers(*sets[0], bins=3)
+    reference = Reference.from_showers(*sets[0], cell_threshold=THRESHOLD, bins=3)
     (a, ea), (b, eb) = sets[1], sets[2]
     return {
         "reference": reference,
@@ -79,7 +82,7 @@ def test_failed_and_empty_members_score_worst(scored: dict) -> None:
 def test_members_see_the_same_noise_and_a_broken_one_scores_worst() -> None:
     spec = tiny_spec()
     ecal, energy, theta = toy_showers(16, seed=1)
-    reference = Reference.from_showers(ecal, energy, bins=2)
+    reference = Reference.from_showers(ecal, energy, cell_threshold=THRESHOLD, bins=2)
     one = score_generator(reference, spec, tiny_generator(7), energy, theta, seed=3)
     two = score_generator(reference, spec, tiny_generator(7), energy, theta, seed=3)
     assert one.score == two.score and np.isfinite(one.score)

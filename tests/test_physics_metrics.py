@@ -12,7 +12,8 @@ from evogan.data.synthetic import generate_showers
 from evogan.physics.classifier import auc, average_ranks, classifier_auc
 from evogan.physics.features import shower_features
 from evogan.physics.frechet import fpd, frechet_distance
-from evogan.physics.kernel import kpd, mmd_poly
+from evogan.physics.kernel import jetnet_scale, kpd, mmd_poly
+from evogan.physics.resampling import EventWeights, resampled_error
 from evogan.physics.sampling import sf_error
 from evogan.physics.separation import reference_edges, separation_powers, triangular
 from tests.conftest import imported_by
@@ -29,13 +30,18 @@ def test_triangular_discrimination_known_values() -> None:
 def test_separation_uses_reference_quantiles_and_counts_overflow() -> None:
     rng = np.random.default_rng(0)
     assert reference_edges(np.full(10, 3.0)) is None  # constant: no information
-    ref = {"a": rng.normal(size=4000)}
+    ref = {"a": rng.normal(size=4000), "flat": np.ones(4000)}
     bins = np.zeros(4000, dtype=int)
-    same = separation_powers(ref, {"a": rng.normal(size=4000)}, bins, bins, 1, rng)
-    assert same.overall["a"] < 0.01 and same.overall_error["a"] > 0
-    far = separation_powers(ref, {"a": rng.normal(size=4000) + 100}, bins, bins, 1, rng)
-    assert far.overall["a"] == pytest.approx(1.0)  # all in the overflow bin: counted, not lost
-    assert far.per_bin["a"].tolist() == pytest.approx([1.0]) and far.worst(1)[0][0] == "a"
+    weights = EventWeights.draw(bins, bins, rng)
+    same = separation_powers(
+        ref, {"a": rng.normal(size=4000), "flat": np.ones(4000)}, bins, bins, 1, weights
+    )
+    assert same.names == ["a"]  # the constant feature is skipped
+    assert same.overall[0, 0] < 0.01 and resampled_error(same.overall[:, 0]) > 0
+    moved = {"a": rng.normal(size=4000) + 100, "flat": np.ones(4000)}
+    far = separation_powers(ref, moved, bins, bins, 1, weights)
+    assert far.overall[0, 0] == pytest.approx(1.0)  # all in the overflow bin: counted, not lost
+    assert far.per_bin[0, 0].tolist() == pytest.approx([1.0]) and far.worst(1)[0][0] == "a"
 
 
 def test_frechet_distance_is_analytic_for_gaussians() -> None:
@@ -52,20 +58,55 @@ def test_fpd_extrapolates_to_zero_for_one_distribution_and_finds_a_shift() -> No
     real, gen = rng.normal(size=(3000, 3)), rng.normal(size=(3000, 3))
     value, error = fpd(real, gen, rng)
     assert abs(value) < max(3 * error, 0.01) and error > 0
-    shifted, _ = fpd(real, gen + np.array([1.0, 0.0, 0.0]), rng)
-    assert shifted == pytest.approx(1.0, abs=0.05)
+    shifted, error = fpd(real, gen + np.array([1.0, 0.0, 0.0]), rng)
+    # |shift|^2 = 1, known to about sqrt(4 |shift|^2 x 2 / 3000) = 0.05 from 3000 events each
+    assert abs(shifted - 1.0) < 3 * error and 0.03 < error < 0.1
+    # Covariances alone: the second feature twice as wide adds (2 - 1)^2 = 1
+    wider, error = fpd(real, gen * np.array([1.0, 2.0, 1.0]), rng)
+    assert abs(wider - 1.0) < 3 * error and error < 0.2
 
 
-def test_kpd_is_unbiased_and_matches_the_cubic_kernel_answer() -> None:
+def test_kpd_is_unbiased_and_the_quartic_kernel_gives_the_closed_form() -> None:
     rng = np.random.default_rng(2)
     real, gen = rng.normal(size=(4000, 1)), rng.normal(size=(4000, 1))
     value, error = kpd(real, gen, rng)
-    assert abs(value) < 3 * error + 1e-3
-    # 1-D, k = (xy + 1)^3: MMD^2 = 3 dm1^2 + 3 dm2^2 + dm3^2; N(0.5, 1) vs N(0, 1):
-    # dm1 = 0.5, dm2 = 0.25, dm3 = 0.5^3 + 3 x 0.5 = 1.625
-    expected = 3 * 0.25 + 3 * 0.0625 + 1.625**2
-    value, error = kpd(real, gen + 0.5, rng)
-    assert value == pytest.approx(expected, rel=0.3)  # 4000 events: ~15% noise from x^3
+    assert abs(value) < 3 * error + 1e-4
+    # 1-D, k = (xy + 1)^4: MMD^2 = sum_j C(4, j) dm_j^2 over the raw moments j = 1..4;
+    # N(0.5, 1) vs N(0, 1): dm1 = 0.5, dm2 = 0.25, dm3 = 0.5^3 + 3 x 0.5 = 1.625,
+    # dm4 = 0.5^4 + 6 x 0.5^2 = 1.5625
+    expected = 4 * 0.25 + 6 * 0.0625 + 4 * 1.625**2 + 1.5625**2
+    assert mmd_poly(real, gen + 0.5) == pytest.approx(expected, rel=0.3)  # noise from x^4
+
+
+def test_kpd_follows_jetnets_scaling_kernel_and_summary() -> None:
+    """jetnet divides both sets by the reference's largest |value| per feature (leaving an
+    all-zero feature as it is), and reports the median over batches with half the
+    16.275-83.725 percentile range."""
+    real = np.array([[1.0, -4.0, 0.0], [-2.0, 2.0, 0.0]])
+    gen = np.array([[4.0, 1.0, 3.0]])
+    scaled_real, scaled_gen = jetnet_scale(real, gen)
+    np.testing.assert_array_equal(scaled_real, [[0.5, -1.0, 0.0], [-1.0, 0.5, 0.0]])
+    np.testing.assert_array_equal(scaled_gen, [[2.0, 0.25, 3.0]])
+    # 1-D sets small enough to add up by hand: x = (1, 2, 4) / 4, y = (-2, 0) / 4
+    x, y = np.array([[1.0], [2.0], [4.0]]), np.array([[-2.0], [0.0]])
+    xx = (1.125**4 + 1.25**4 + 1.5**4) / 3  # each pair twice over 3 x 2 ordered pairs
+    yy = 1.0
+    xy = (0.875**4 + 1 + 0.75**4 + 1 + 0.5**4 + 1) / 6
+    assert mmd_poly(*jetnet_scale(x, y)) == pytest.approx(xx + yy - 2 * xy, rel=1e-12)
+    rng = np.random.default_rng(8)
+    real, gen = rng.gamma(2.0, size=(60, 3)) * [1, 10, 100], rng.gamma(2.0, size=(50, 3))
+    value, error = kpd(real, gen, np.random.default_rng(3))
+    draw = np.random.default_rng(3)
+    scaled_real, scaled_gen = jetnet_scale(real, gen)
+    batches = [
+        mmd_poly(
+            scaled_real[draw.choice(60, 25, replace=False)],
+            scaled_gen[draw.choice(50, 25, replace=False)],
+        )
+        for _ in range(10)
+    ]
+    low, high = np.percentile(batches, [16.275, 83.725])
+    assert value == np.median(batches) and error == pytest.approx((high - low) / 2, rel=1e-12)
 
 
 def test_mmd_is_the_unbiased_estimator_term_by_term() -> None:
@@ -73,7 +114,7 @@ def test_mmd_is_the_unbiased_estimator_term_by_term() -> None:
     y = np.array([[1.0, 1.0], [-1.0, 0.5]])
 
     def k(a: np.ndarray, b: np.ndarray) -> float:
-        return (a @ b / 2 + 1.0) ** 3
+        return (a @ b / 2 + 1.0) ** 4
 
     xx = sum(k(a, b) for i, a in enumerate(x) for j, b in enumerate(x) if i != j) / 6
     yy = sum(k(a, b) for i, a in enumerate(y) for j, b in enumerate(y) if i != j) / 2
@@ -84,7 +125,7 @@ def test_mmd_is_the_unbiased_estimator_term_by_term() -> None:
 
     rng = np.random.default_rng(5)  # sets over several blocks of kernel rows, as whole matrices
     x, y = rng.normal(size=(300, 4)), rng.normal(size=(257, 4)) + 0.2
-    kxx, kyy, kxy = ((x @ x.T / 4 + 1) ** 3, (y @ y.T / 4 + 1) ** 3, (x @ y.T / 4 + 1) ** 3)
+    kxx, kyy, kxy = ((x @ x.T / 4 + 1) ** 4, (y @ y.T / 4 + 1) ** 4, (x @ y.T / 4 + 1) ** 4)
     xx = (kxx.sum() - np.trace(kxx)) / (300 * 299)
     yy = (kyy.sum() - np.trace(kyy)) / (257 * 256)
     assert mmd_poly(x, y) == pytest.approx(xx + yy - 2 * kxy.mean(), rel=1e-9)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evogan.config.data import DataConfig
 from evogan.data.synthetic import synthesize
 from evogan.physics import Reference, shower_features
 from evogan.physics.distortions import blurred, empty, scaled, shifted
@@ -13,6 +14,7 @@ from evogan.physics.targets import TOLERANCES, compare_targets, describe_targets
 
 EVENTS = 300
 BINS = 4
+THRESHOLD = DataConfig().cell_threshold  # as the data are read
 
 
 def _sample(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -23,7 +25,7 @@ def _sample(seed: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.fixture(scope="module")
 def world() -> dict:
     ref_ecal, ref_energy = _sample(21)
-    reference = Reference.from_showers(ref_ecal, ref_energy, bins=BINS)
+    reference = Reference.from_showers(ref_ecal, ref_energy, cell_threshold=THRESHOLD, bins=BINS)
     return {"reference": reference, "sample": _sample(22)}
 
 
@@ -32,7 +34,8 @@ def _rows(world: dict, distortion=None) -> list[dict]:
     if distortion is not None:
         ecal = distortion(ecal, energy, np.random.default_rng(3))
     reference = world["reference"]
-    return compare_targets(shower_features(ecal, energy), reference.table, reference.edges)
+    table = shower_features(ecal, energy, cell_threshold=THRESHOLD)
+    return compare_targets(table, reference.table, reference.edges)
 
 
 def _missed(rows: list[dict]) -> dict[str, int]:

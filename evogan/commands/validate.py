@@ -137,9 +137,8 @@ def _reference(view: ShowerDataset, args: argparse.Namespace) -> tuple[Reference
     with progress("read reference", total=len(view), unit="showers") as task:
         chunk = view.read(on_read=task.advance)
         theta = chunk.theta if np.ptp(chunk.theta) > 0 else None
-        reference = Reference.from_showers(
-            chunk.ecal, chunk.energy, bins=args.bins, seed=args.seed, theta=theta
-        )
+        settings = {"cell_threshold": view.cell_threshold, "bins": args.bins, "seed": args.seed}
+        reference = Reference.from_showers(chunk.ecal, chunk.energy, theta=theta, **settings)
     return reference, chunk
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from evogan.data.cells import zero_below
 from evogan.data.layouts import Layout, particle_from_name
 from evogan.errors import DataError
 
@@ -193,11 +194,11 @@ def event_arrays(f: h5py.File, segment: Segment) -> tuple[np.ndarray, np.ndarray
 
 
 def clean_cells(cells: np.ndarray, scale: float, threshold: float, where: str, first: int) -> None:
-    """In place: stored units -> GeV, cells below ``threshold`` -> 0, NaN/inf -> DataError.
+    """In place: stored units -> GeV, cells below ``threshold`` -> 0 (the rule of
+    :func:`evogan.data.cells.zero_below`, which the score applies too), NaN/inf -> DataError.
 
     Called on each freshly read slice while it is in cache. The finiteness test is one sum (any
-    NaN or inf makes it non-finite; only a failing slice is searched). torch's fused in-place
-    threshold is about twice as fast as numpy's compare-and-multiply and shares the memory.
+    NaN or inf makes it non-finite; only a failing slice is searched).
     """
     import torch  # here, not at the top: commands that only open files stay fast to start
 
@@ -211,9 +212,7 @@ def clean_cells(cells: np.ndarray, scale: float, threshold: float, where: str, f
             )
     if scale != 1.0:
         tensor.mul_(float(np.float32(scale)))
-    # threshold_ zeroes x <= t; t just below the threshold keeps cells equal to it.
-    keep_above = float(np.nextafter(np.float32(threshold), np.float32(-np.inf)))
-    torch.nn.functional.threshold_(tensor, keep_above, 0.0)
+    zero_below(cells, threshold)
 
 
 def first_line(exc: BaseException) -> str:

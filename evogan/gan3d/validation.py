@@ -85,7 +85,12 @@ class TrainingValidation:
             self.energy = chunk.energy
             self.theta = chunk.theta if spec.conditioning.angle else None
             self.reference = Reference.from_showers(
-                chunk.ecal, chunk.energy, bins=bins, seed=seed, theta=self.theta
+                chunk.ecal,
+                chunk.energy,
+                cell_threshold=held_out.cell_threshold,
+                bins=bins,
+                seed=seed,
+                theta=self.theta,
             )
             with progress("validation: reference floor", FLOOR_SPLITS, unit="splits") as task:
                 floor = self.reference.floor(on_split=lambda _score: task.advance(1))

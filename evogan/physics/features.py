@@ -18,8 +18,9 @@ Units (docs/validation.md):
 - profiles: energy per x slice, y slice and layer (GeV), and the single-cell spectrum as counts
   of cells per log10(E/GeV) bin per event (so the spectrum of any subset is a row sum).
 
-Empty or non-finite showers are flagged in ``bad``; their cells count as zero and their
-centres and widths as 0, so every feature is finite.
+Cells below the table's ``cell_threshold`` count as zero (the rule files are read with,
+:func:`evogan.data.cells.zero_below`), as do negative and non-finite cells. Empty or non-finite
+showers are flagged in ``bad``; their centres and widths are 0, so every feature is finite.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evogan.data import detector as det
+from evogan.data.cells import zero_below
 
 HIT_THRESHOLD = 3e-4  # GeV, the threshold of the group's hit-count plots
 SPECTRUM_EDGES = np.linspace(np.log10(HIT_THRESHOLD), 1.0, 23)  # log10(cell E / GeV)
@@ -67,6 +69,7 @@ class FeatureTable:
     energy: np.ndarray  # primary energy, GeV
     bad: np.ndarray  # empty or non-finite showers
     shape: tuple[int, int, int]
+    cell_threshold: float  # GeV: cells below it counted as zero
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -80,6 +83,7 @@ class FeatureTable:
             self.energy[index],
             self.bad[index],
             self.shape,
+            self.cell_threshold,
         )
 
     def scored_names(self) -> list[str]:
@@ -99,10 +103,15 @@ def depth_centres(layers: int) -> tuple[np.ndarray, str]:
 
 
 def shower_features(
-    ecal: np.ndarray, energy: np.ndarray, theta: np.ndarray | None = None
+    ecal: np.ndarray,
+    energy: np.ndarray,
+    theta: np.ndarray | None = None,
+    *,
+    cell_threshold: float = 0.0,
 ) -> FeatureTable:
-    """Features of showers ``ecal`` (n, X, Y, Z) in GeV with primaries ``energy`` in GeV,
-    computed in chunks so a large set never needs a float64 copy of its cells."""
+    """Features of showers ``ecal`` (n, X, Y, Z) in GeV with primaries ``energy`` in GeV, cells
+    below ``cell_threshold`` GeV counted as zero; computed in chunks on a float32 copy, so the
+    caller's cells are untouched and a large set never needs a float64 copy of them."""
     ecal = np.asarray(ecal)
     if ecal.ndim != 4:
         raise ValueError(f"showers must have shape (n, X, Y, Z), got {ecal.shape}")
@@ -110,9 +119,12 @@ def shower_features(
     if len(energy) != len(ecal):
         raise ValueError(f"{len(ecal)} showers but {len(energy)} energies")
     buffer = np.empty((min(len(ecal), _CHUNK), *ecal.shape[1:]), dtype=np.float32)
-    parts = [_chunk_features(ecal[lo : lo + _CHUNK], buffer) for lo in range(0, len(ecal), _CHUNK)]
+    parts = [
+        _chunk_features(ecal[lo : lo + _CHUNK], buffer, cell_threshold)
+        for lo in range(0, len(ecal), _CHUNK)
+    ]
     if not parts:
-        parts = [_chunk_features(ecal, buffer)]
+        parts = [_chunk_features(ecal, buffer, cell_threshold)]
     profiles = {a: np.concatenate([p[0][a] for p in parts]) for a in PROFILES}
     spectrum = np.concatenate([p[1] for p in parts])
     counts = {k: np.concatenate([p[2][k] for p in parts]) for k in ("hits", "sparsity", "bad")}
@@ -138,11 +150,11 @@ def shower_features(
         true = np.degrees(np.asarray(theta, dtype=np.float64)).reshape(-1)
         scalars["angle_error_deg"] = measured - np.broadcast_to(true, measured.shape)
         scalars["angle_deg"] = measured
-    return FeatureTable(scalars, profiles, spectrum, energy, bad, shape)
+    return FeatureTable(scalars, profiles, spectrum, energy, bad, shape, float(cell_threshold))
 
 
 def _chunk_features(
-    ecal: np.ndarray, buffer: np.ndarray
+    ecal: np.ndarray, buffer: np.ndarray, threshold: float
 ) -> tuple[dict, np.ndarray, dict, np.ndarray]:
     """Profiles, cell spectrum, counts and measured angles of at most ``len(buffer)`` showers.
     The cleaned cells go to ``buffer`` (reused by every chunk: no fresh pages per chunk); the y
@@ -152,7 +164,9 @@ def _chunk_features(
     finite = np.isfinite(cells).reshape(len(cells), -1).all(axis=1)
     if not finite.all():
         cells = np.where(np.isfinite(cells), cells, np.float32(0.0))
-    cells = np.maximum(cells, np.float32(0.0), out=buffer[: len(cells)])
+    np.copyto(buffer[: len(cells)], cells)
+    cells = buffer[: len(cells)]
+    zero_below(cells, threshold)
     per_layer = cells.sum(axis=1, dtype=np.float64)  # (n, Y, Z)
     profiles = {
         "x": cells.sum(axis=(2, 3), dtype=np.float64),

@@ -16,9 +16,14 @@ high-level features of :mod:`evogan.physics.features`:
 - f_bad: the fraction of empty or non-finite showers, each scored ``WORST`` (also the score of
   a failed or all-empty generator), so the score is finite and worst-class for them.
 
-Standardising with the reference and binning at the reference's quantiles make every term
-independent of where the cell window starts. KPD and the historic SF term are reported, not
-scored (KPD duplicates FPD's information with a heavier noise tail at small N).
+Every set is scored with the cells the reference was read with: cells below the reference's
+``cell_threshold`` count as zero in the reference and in every set it scores, whether the set
+comes from a file (already thresholded as read) or straight from a generator, so a shower scores
+the same whichever way it arrives. Standardising with the reference and binning at the
+reference's quantiles make every term independent of where the cell window starts. KPD (in
+jetnet's convention, :mod:`evogan.physics.kernel`) and the historic SF term are reported, not
+scored (KPD duplicates FPD's information with a heavier noise tail at small N). The errors of
+the separation power and FPD come from resampling events (:mod:`evogan.physics.resampling`).
 """
 
 from __future__ import annotations
@@ -34,8 +39,14 @@ from evogan.physics.classifier import classifier_auc
 from evogan.physics.features import PROFILES, FeatureTable, shower_features
 from evogan.physics.frechet import fpd
 from evogan.physics.kernel import kpd
+from evogan.physics.resampling import EventWeights, resampled_error
 from evogan.physics.sampling import sf_error
-from evogan.physics.separation import histogram_separation, reference_edges, separation_powers
+from evogan.physics.separation import (
+    Separation,
+    histogram_separation,
+    reference_edges,
+    separation_powers,
+)
 
 WORST = 100.0
 FLOOR_SPLITS = 6
@@ -117,7 +128,8 @@ def worst_validation(events: int, bad: int, reason: str) -> Validation:
 
 
 class Reference:
-    """Reference showers condensed to features once; scores any number of generated sets."""
+    """Reference showers condensed to features once; scores any number of generated sets, each
+    with the reference table's cell threshold."""
 
     def __init__(self, table: FeatureTable, bins: int = 5, seed: int = 0) -> None:
         require_bin_events(len(table), bins)
@@ -127,6 +139,7 @@ class Reference:
                 f"{int(table.bad.sum())} of {len(table)}; clean the reference file"
             )
         self.table, self.bins, self.seed = table, bins, seed
+        self.cell_threshold = table.cell_threshold
         self.edges = equal_count_edges(table.energy, bins)
         self.names = [n for n in table.scored_names() if np.ptp(table.scalars[n]) > 0]
         matrix = table.matrix(self.names)
@@ -143,12 +156,16 @@ class Reference:
         ecal: np.ndarray,
         energy: np.ndarray,
         *,
+        cell_threshold: float,
         bins: int = 5,
         seed: int = 0,
         theta: np.ndarray | None = None,
     ) -> Reference:
-        """Features of reference showers (n, X, Y, Z) GeV with primaries ``energy`` GeV."""
-        return cls(shower_features(ecal, energy, theta), bins, seed)
+        """Features of reference showers (n, X, Y, Z) GeV with primaries ``energy`` GeV, cells
+        below ``cell_threshold`` GeV zeroed: the ``data.cell_threshold`` the reference was
+        read with, which every scored set then gets too."""
+        table = shower_features(ecal, energy, theta, cell_threshold=cell_threshold)
+        return cls(table, bins, seed)
 
     @property
     def has_angle(self) -> bool:
@@ -167,7 +184,8 @@ class Reference:
     def score(
         self, ecal: np.ndarray, energy: np.ndarray, theta: np.ndarray | None = None
     ) -> Validation:
-        """The selection score of generated showers (finite for any input)."""
+        """The selection score of generated showers (finite for any input), their cells below
+        the reference's threshold counted as zero; ``ecal`` is not modified."""
         if np.asarray(ecal).shape[1:] != self.table.shape:
             raise DataError(
                 f"generated showers have cells {np.asarray(ecal).shape[1:]}, the reference "
@@ -176,10 +194,18 @@ class Reference:
         angle = theta if self.has_angle else None
         if self.has_angle and angle is None:
             angle = np.full(len(energy), np.pi / 2)
-        return self.score_table(shower_features(ecal, energy, angle))
+        table = shower_features(ecal, energy, angle, cell_threshold=self.cell_threshold)
+        return self.score_table(table)
 
     def score_table(self, table: FeatureTable) -> Validation:
-        """Score a feature table (the same work as :meth:`score` without the cells)."""
+        """Score a feature table (the same work as :meth:`score` without the cells); it must
+        have been computed with the reference's cell threshold."""
+        if table.cell_threshold != self.cell_threshold:
+            raise ValueError(
+                f"features computed with cell threshold {table.cell_threshold:g} GeV cannot be "
+                f"scored against a reference of {self.cell_threshold:g} GeV; compute them with "
+                "the reference's cell_threshold"
+            )
         bad = int(table.bad.sum())
         if len(table) - bad < 4:
             result = worst_validation(len(table), bad, "fewer than 4 non-empty, finite showers")
@@ -199,49 +225,53 @@ class Reference:
         rng = np.random.default_rng(self.seed)
         gen = np.clip(self.standardise(table), -1e6, 1e6)
         gen_bins = energy_bin(table.energy, self.edges)
+        groups, separation, worst = self._separation(table, gen_bins, rng)
+        area, area_err = classifier_auc(self.features, gen, rng)
+        fd, fd_err = fpd(self.features, gen, rng)
+        kd, kd_err = kpd(self.table.matrix(self.names), table.matrix(self.names), rng)
+        sf, sf_err = sf_error(
+            self.table.scalars["energy_ratio"],
+            table.scalars["energy_ratio"],
+            self.ref_bins,
+            gen_bins,
+            self.edges.size - 1,
+        )
+        fd_term = math.log1p(max(fd, 0.0)) if math.isfinite(fd) else WORST
+        base = separation["value"] + max(0.0, 2.0 * area - 1.0) + fd_term
+        metrics = {
+            "separation": separation,
+            "classifier_auc": _metric(area, area_err),
+            "fpd": _metric(fd, fd_err),
+            "kpd": _metric(kd, kd_err),
+            "sf_error": _metric(sf, sf_err),
+        }
+        return Validation(base, metrics, len(table), 0, groups, worst)
+
+    def _separation(
+        self, table: FeatureTable, gen_bins: np.ndarray, rng: np.random.Generator
+    ) -> tuple[dict[str, dict], dict[str, float], list[tuple[str, float]]]:
+        """Separation power per feature group (each scalar; the x, y and z profiles; the cell
+        spectrum), their mean S_sep with its error, and the features that separate most. All
+        come from one set of replicates, so a mean's error holds every correlation."""
         nbins = self.edges.size - 1
+        weights = EventWeights.draw(self.ref_bins, gen_bins, rng)
         sep = separation_powers(
             self._separation_values(self.table),
             self._separation_values(table),
             self.ref_bins,
             gen_bins,
             nbins,
-            rng,
+            weights,
             self.feature_edges,
         )
         groups = _groups(sep)
-        spec = histogram_separation(
-            self.table.spectrum, table.spectrum, self.ref_bins, gen_bins, nbins, rng
+        spectrum = histogram_separation(
+            self.table.spectrum, table.spectrum, self.ref_bins, gen_bins, nbins, weights
         )
-        groups["spectrum"] = {
-            "value": float(np.mean(spec[2])),
-            "error": float(np.sqrt(np.mean(spec[3] ** 2))),
-            "overall": spec[0],
-            "per_energy_bin": spec[2].tolist(),
-        }
-        s_sep = float(np.mean([g["value"] for g in groups.values()]))
-        s_sep_err = float(np.sqrt(np.sum([g["error"] ** 2 for g in groups.values()]))) / len(groups)
-        area, area_err = classifier_auc(self.features, gen, rng)
-        fd, fd_err = fpd(self.features, gen, rng)
-        kd, kd_err = kpd(self.features, gen, rng)
-        sf, sf_err = sf_error(
-            self.table.scalars["energy_ratio"],
-            table.scalars["energy_ratio"],
-            self.ref_bins,
-            gen_bins,
-            nbins,
-        )
-        fd_term = math.log1p(max(fd, 0.0)) if math.isfinite(fd) else WORST
-        base = s_sep + max(0.0, 2.0 * area - 1.0) + fd_term
-        metrics = {
-            "separation": _metric(s_sep, s_sep_err),
-            "classifier_auc": _metric(area, area_err),
-            "fpd": _metric(fd, fd_err),
-            "kpd": _metric(kd, kd_err),
-            "sf_error": _metric(sf, sf_err),
-        }
-        worst = sep.worst()
-        return Validation(base, metrics, len(table), 0, groups, worst)
+        groups["spectrum"] = (spectrum[1], float(spectrum[0][0]))
+        report = {key: _group_json(per_bin, overall) for key, (per_bin, overall) in groups.items()}
+        s_sep = np.mean([per_bin.mean(axis=1) for per_bin, _ in groups.values()], axis=0)
+        return report, _metric(s_sep[0], resampled_error(s_sep)), sep.worst()
 
     def floor(self, on_split: Callable[[float], None] | None = None) -> dict:
         """The score of one half of the reference against the other, over ``FLOOR_SPLITS``
@@ -269,20 +299,26 @@ class Reference:
         return dict(self._floor)
 
 
-def _groups(sep) -> dict[str, dict]:
-    """Separation per feature group: each scalar alone, each profile averaged over slices."""
-    groups: dict[str, list[str]] = {}
-    for name in sep.overall:
-        key = f"profile_{name[0]}" if "[" in name else name
-        groups.setdefault(key, []).append(name)
-    out = {}
-    for key, names in groups.items():
-        per_bin = np.mean([sep.per_bin[n] for n in names], axis=0)
-        errors = np.mean([sep.per_bin_error[n] for n in names], axis=0)
-        out[key] = {
-            "value": float(np.mean(per_bin)),
-            "error": float(np.sqrt(np.mean(errors**2))),
-            "overall": float(np.mean([sep.overall[n] for n in names])),
-            "per_energy_bin": per_bin.tolist(),
-        }
-    return out
+def _groups(sep: Separation) -> dict[str, tuple[np.ndarray, float]]:
+    """Feature groups (each scalar alone, each profile's slices together): the group's
+    separation per energy bin on every replicate (mean over its features; replicates, bins)
+    and its overall value on the data."""
+    members: dict[str, list[int]] = {}
+    for index, name in enumerate(sep.names):
+        members.setdefault(f"profile_{name[0]}" if "[" in name else name, []).append(index)
+    return {
+        key: (sep.per_bin[:, index].mean(axis=1), float(sep.overall[0, index].mean()))
+        for key, index in members.items()
+    }
+
+
+def _group_json(per_bin: np.ndarray, overall: float) -> dict:
+    """A group's report: the mean over energy bins with its error (the error of that mean,
+    from the replicates), the overall value and the value per energy bin."""
+    means = per_bin.mean(axis=1)
+    return {
+        "value": float(means[0]),
+        "error": float(resampled_error(means)),
+        "overall": overall,
+        "per_energy_bin": per_bin[0].tolist(),
+    }

@@ -7,7 +7,9 @@ Bins are equal-count quantiles of the reference, with an underflow and an overfl
 generator that puts a feature outside the reference's range is counted, never dropped, and the
 binning follows the reference whatever the units or the window origin. A feature that is
 constant in the reference (a slice outside every shower) carries no information and is skipped.
-Errors are the spread of a Poisson bootstrap over both sets' events.
+Every separation is also computed on the replicates of :mod:`evogan.physics.resampling` (one
+set of event weights for all features), from which the error of any mean over features and
+energy bins follows.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evogan.physics.resampling import EventWeights
+
 FEATURE_BINS = 20
-BOOTSTRAP = 20
 
 
 def triangular(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -46,16 +49,16 @@ def reference_edges(values: np.ndarray, bins: int = FEATURE_BINS) -> np.ndarray 
 
 @dataclass(frozen=True)
 class Separation:
-    """Separation power per feature: overall and per energy bin, with bootstrap errors."""
+    """Separation power per feature on the data (row 0) and every replicate (the rows of
+    :class:`~evogan.physics.resampling.EventWeights`): overall and per energy bin."""
 
-    overall: dict[str, float]
-    overall_error: dict[str, float]
-    per_bin: dict[str, np.ndarray]  # (energy bins,) per feature
-    per_bin_error: dict[str, np.ndarray]
+    names: list[str]
+    overall: np.ndarray  # (replicates, features)
+    per_bin: np.ndarray  # (replicates, features, energy bins)
 
     def worst(self, count: int = 5) -> list[tuple[str, float]]:
         """The features that tell the sets apart best (largest overall separation)."""
-        ranked = sorted(self.overall.items(), key=lambda item: -item[1])
+        ranked = sorted(zip(self.names, self.overall[0], strict=True), key=lambda item: -item[1])
         return [(name, float(value)) for name, value in ranked[:count]]
 
 
@@ -65,27 +68,32 @@ def separation_powers(
     ref_bins: np.ndarray,
     gen_bins: np.ndarray,
     energy_bins: int,
-    rng: np.random.Generator,
+    weights: EventWeights,
     edges: dict[str, np.ndarray] | None = None,
 ) -> Separation:
-    """Separation of every feature (per-event values) in the reference's binning.
+    """Separation of every feature (per-event values) in the reference's binning, on the data
+    and every replicate of ``weights``.
 
     ``ref_bins``/``gen_bins`` give each event's energy bin (-1: outside the reference range);
     ``edges`` are precomputed reference edges (computed here when None)."""
     edges = edges if edges is not None else {k: reference_edges(v) for k, v in reference.items()}
-    n_ref, n_gen = len(ref_bins), len(gen_bins)
-    w_ref = np.vstack([np.ones(n_ref), rng.poisson(1.0, (BOOTSTRAP, n_ref))])
-    w_gen = np.vstack([np.ones(n_gen), rng.poisson(1.0, (BOOTSTRAP, n_gen))])
-    result: tuple[dict, dict, dict, dict] = ({}, {}, {}, {})
+    names, overall, per_bin = [], [], []
     for name, ref_values in reference.items():
         if edges.get(name) is None:
             continue
-        h_ref = _histograms(ref_values, ref_bins, edges[name], w_ref, energy_bins)
-        h_gen = _histograms(generated[name], gen_bins, edges[name], w_gen, energy_bins)
-        overall = triangular(h_ref.sum(axis=1), h_gen.sum(axis=1))
-        per_bin = triangular(h_ref[:, :energy_bins], h_gen[:, :energy_bins])
-        _store(result, name, overall, per_bin)
-    return Separation(*result)
+        fbin = [
+            np.searchsorted(edges[name], v, side="right") for v in (ref_values, generated[name])
+        ]
+        h_ref, h_gen = _replicated(
+            fbin, (ref_bins, gen_bins), edges[name].size + 1, weights, energy_bins
+        )
+        names.append(name)
+        overall.append(triangular(h_ref.sum(axis=1), h_gen.sum(axis=1)))
+        per_bin.append(triangular(h_ref[:, :energy_bins], h_gen[:, :energy_bins]))
+    rows = len(weights.ref) + len(weights.null)
+    if not names:
+        return Separation([], np.empty((rows, 0)), np.empty((rows, 0, energy_bins)))
+    return Separation(names, np.stack(overall, axis=1), np.stack(per_bin, axis=1))
 
 
 def histogram_separation(
@@ -94,42 +102,53 @@ def histogram_separation(
     ref_bins: np.ndarray,
     gen_bins: np.ndarray,
     energy_bins: int,
-    rng: np.random.Generator,
-) -> tuple[float, float, np.ndarray, np.ndarray]:
-    """Separation of a histogram each event contributes counts to (the cell spectrum):
-    overall and per energy bin, with bootstrap errors."""
-    w_ref = np.vstack([np.ones(len(ref_counts)), rng.poisson(1.0, (BOOTSTRAP, len(ref_counts)))])
-    w_gen = np.vstack([np.ones(len(gen_counts)), rng.poisson(1.0, (BOOTSTRAP, len(gen_counts)))])
-    h_ref = _summed(ref_counts, ref_bins, w_ref, energy_bins)
-    h_gen = _summed(gen_counts, gen_bins, w_gen, energy_bins)
+    weights: EventWeights,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Separation of a histogram each event contributes counts to (the cell spectrum), on the
+    data and every replicate: overall (replicates,) and per energy bin (replicates, bins)."""
+    onehot = [_onehot(b, energy_bins) for b in (ref_bins, gen_bins)]
+    ref = np.einsum("rn,ne,nk->rek", weights.ref, onehot[0], ref_counts)
+    gen = np.einsum("rn,ne,nk->rek", weights.gen, onehot[1], gen_counts)
+    pooled = np.einsum("ne,nk->nek", np.vstack(onehot), np.vstack([ref_counts, gen_counts]))
+    dealt = np.einsum("rn,nek->rek", weights.null, pooled)
+    h_ref = np.concatenate([ref, dealt])
+    h_gen = np.concatenate([gen, pooled.sum(axis=0) - dealt])
     overall = triangular(h_ref.sum(axis=1), h_gen.sum(axis=1))
-    per_bin = triangular(h_ref[:, :energy_bins], h_gen[:, :energy_bins])
-    return float(overall[0]), float(overall[1:].std()), per_bin[0], per_bin[1:].std(axis=0)
+    return overall, triangular(h_ref[:, :energy_bins], h_gen[:, :energy_bins])
 
 
-def _histograms(
-    values: np.ndarray, ebins: np.ndarray, edges: np.ndarray, weights: np.ndarray, nbins: int
-) -> np.ndarray:
-    """Weighted histograms (replicates, energy bins + 1 for out-of-range, feature bins)."""
-    fbin = np.searchsorted(edges, values, side="right")
-    nf = edges.size + 1
-    ebin = np.where(ebins < 0, nbins, ebins)
-    flat = ebin * nf + fbin
-    out = np.empty((len(weights), nbins + 1, nf))
-    for r, w in enumerate(weights):
-        out[r] = np.bincount(flat, weights=w, minlength=(nbins + 1) * nf).reshape(nbins + 1, nf)
-    return out
+def _replicated(
+    fbins: list[np.ndarray],
+    ebins: tuple[np.ndarray, np.ndarray],
+    feature_bins: int,
+    weights: EventWeights,
+    nbins: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Histograms (replicates, energy bins + 1 for out-of-range, feature bins) of both sides:
+    the data and bootstrap rows from each set's own events, the permutation rows from the
+    pooled events dealt to each side."""
+    flat = [np.where(e < 0, nbins, e) * feature_bins + f for e, f in zip(ebins, fbins, strict=True)]
+    size = (nbins + 1) * feature_bins
+    ref = _weighted_counts(flat[0], weights.ref, size)
+    gen = _weighted_counts(flat[1], weights.gen, size)
+    pooled = np.concatenate(flat)
+    dealt = _weighted_counts(pooled, weights.null, size)
+    everything = np.bincount(pooled, minlength=size).astype(np.float64)
+    shape = (-1, nbins + 1, feature_bins)
+    h_ref = np.concatenate([ref, dealt]).reshape(shape)
+    h_gen = np.concatenate([gen, everything - dealt]).reshape(shape)
+    return h_ref, h_gen
 
 
-def _summed(counts: np.ndarray, ebins: np.ndarray, weights: np.ndarray, nbins: int) -> np.ndarray:
+def _weighted_counts(index: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """One weighted bincount per row of ``weights``, in a single call: (rows, size)."""
+    rows = len(weights)
+    shifted = (index[None, :] + size * np.arange(rows)[:, None]).ravel()
+    return np.bincount(shifted, weights=weights.ravel(), minlength=rows * size).reshape(rows, size)
+
+
+def _onehot(ebins: np.ndarray, nbins: int) -> np.ndarray:
     ebin = np.where(ebins < 0, nbins, ebins)
     onehot = np.zeros((len(ebin), nbins + 1))
     onehot[np.arange(len(ebin)), ebin] = 1.0
-    return np.einsum("rn,ne,nk->rek", weights, onehot, counts)
-
-
-def _store(result: tuple, name: str, overall: np.ndarray, per_bin: np.ndarray) -> None:
-    result[0][name] = float(overall[0])
-    result[1][name] = float(overall[1:].std())
-    result[2][name] = per_bin[0]
-    result[3][name] = per_bin[1:].std(axis=0)
+    return onehot

@@ -92,6 +92,7 @@ class Scorer:
         self.reference = Reference.from_showers(
             chunk.ecal,
             chunk.energy,
+            cell_threshold=test.cell_threshold,
             bins=config.fitness.energy_bins,
             seed=SCORE_SEED,
             theta=chunk.theta if config.spec.conditioning.angle else None,
