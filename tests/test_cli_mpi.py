@@ -1,9 +1,10 @@
 """How ``evogan`` ends under a real ``mpirun -n 2``: a user error is printed once by rank 0
 (exit 2, no abort banner of MPI's own; the one-process RMSprop ``train`` refuses several ranks
-before writing), SIGTERM to the ranks or SIGUSR1 to ``mpirun`` stops every rank with a resumable
-checkpoint (exit 75), even before the first generation finished, and the printed resume command
-completes the run; Ctrl-C to ``mpirun``, which ends the ranks before they can stop, leaves a run
-that resumes without ``--force``; a search campaign stops and resumes like a run."""
+before writing), SIGTERM to the ranks or SIGUSR1 to ``mpirun`` stops every rank with a
+resumable checkpoint (exit 75), even before the first generation finished, and the printed
+resume command completes the run; Ctrl-C to ``mpirun``, which ends the ranks before they can
+stop, leaves a run that resumes without ``--force``; a search campaign stops and resumes like a
+run."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ import torch
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.distributed.comm import check_layout, node_position, world_comm
-from evogan.distributed.launcher import resume_line
 from evogan.distributed.failure import rank0_decides
+from evogan.distributed.launcher import resume_line
 from evogan.distributed.signals import catch_stop_signals
 from evogan.distributed.tags import Tag
 from evogan.engine import numpy_generator
