@@ -103,9 +103,11 @@ def test_ga_campaign_records_nan_and_never_trains_invalid_genomes(tmp_path: Path
     best = summary["best"][0]
     assert best["genome"]["lr_knob"] == 1.0e-3 and math.isfinite(best["fitness"])
     for row in trained:  # the candidate's run directory holds what was trained
-        model = out / "candidates" / row["id"] / "member-0" / "best_model.h5"
-        assert model.is_file() and (model.parent / "metrics.jsonl").is_file()
-        assert not (model.parent / "learning_curve.png").exists()  # costs more than training
+        member = out / "candidates" / row["id"] / "member-0"
+        assert (member / "last_model.h5").is_file() and (member / "metrics.jsonl").is_file()
+        # a diverged generator is kept as the last model, never as the best
+        assert (member / "best_model.h5").is_file() == (row["status"] != "nan")
+        assert not (member / "learning_curve.png").exists()  # costs more than training
 
 
 def test_optuna_campaign_and_study_open_with_optuna(tmp_path: Path) -> None:
