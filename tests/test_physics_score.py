@@ -55,8 +55,8 @@ def test_independent_sample_scores_at_the_floor(world: dict) -> None:
     floor = world["floor"]
     assert 0 < floor["score"] < 1 and floor["spread"] > 0 and len(floor["splits"]) == 6
     # Halves of one reference share its events, so the splits' spread understates the noise
-    # of a full-size comparison (0.07-0.26 for independent samples of 400 against a
-    # floor of 0.15 +- 0.035): an independent sample scores at the floor's level, not below
+    # of a full-size comparison (0.07-0.25 for independent samples of 400 against a
+    # floor of 0.16 +- 0.03): an independent sample scores at the floor's level, not below
     # floor + 3 spreads every time.
     assert world["independent"].score < 2 * floor["score"]
     assert world["independent"].metrics["classifier_auc"]["value"] < 0.6
