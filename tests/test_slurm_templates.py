@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evogan.store.lock import FAILED, write_status
+from evogan.store.lock import FAILED, RUNNING, write_status
 from tests.conftest import REPO, mpi_env
 from tests.test_islands_mpi import TINY
 
@@ -71,3 +71,22 @@ def test_exit_75_requeues_the_job(tmp_path) -> None:
     assert done.returncode == 75
     assert f"evogan train --resume {run}" in done.stdout
     assert (tmp_path / "calls").read_text() == "scontrol requeue 4242\n"
+
+
+@pytest.mark.parametrize(("signal", "resumed"), [("SIGTERM", True), (None, False)])
+def test_a_run_its_launcher_killed_after_a_stop_signal_is_resumed(
+    tmp_path, signal: str | None, resumed: bool
+) -> None:
+    """mpirun kills the ranks 0.25 s after a SIGTERM of its own; the signal was recorded, so
+    the run resumes as evogan would without --force; a running status without one is refused."""
+    echo = tmp_path / "echo-evogan"
+    echo.write_text('#!/bin/bash\necho "evogan $*"\n')
+    echo.chmod(0o755)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: regressor\n")
+    write_status(run, RUNNING, signal=signal)
+    done = run_or_resume(tmp_path, "evolve", "unused.yaml", str(run), evogan=str(echo))
+    assert (f"evogan evolve --resume {run}" in done.stdout) == resumed
+    assert done.returncode == (0 if resumed else 1)
+    assert resumed or "has status 'running'" in done.stderr

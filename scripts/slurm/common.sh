@@ -1,9 +1,11 @@
 # Start-or-resume logic shared by the evogan Slurm templates (sourced, not run).
 #
 # run_or_resume COMMAND CONFIG RUN: start RUN from CONFIG when it does not exist yet, resume it
-# when its status.json says "stopped" (a clean stop on SIGTERM), do nothing when "finished",
-# and refuse "failed", "running" (a crash, or a process killed without a clean stop) or a
-# damaged status.json: look at the log, then resume by hand with --force. Exit code 75
+# when its status.json says "stopped" (a clean stop on SIGTERM) or "running" with the stop
+# signal that its launcher then killed it after (as evogan resumes it without --force), do
+# nothing when "finished", and refuse "failed", any other "running" (a crash, or a process
+# killed without a signal) or a damaged status.json: look at the log, then resume by hand with
+# --force. Exit code 75
 # (stopped, resumable) requeues the job (#SBATCH --requeue), which runs this script again and
 # so resumes the run.
 
@@ -13,7 +15,8 @@ run_status() {
     if [[ ! -f "$1/config.yaml" ]]; then
         echo new
     elif [[ -f "$1/status.json" ]]; then
-        python -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' \
+        python -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print("stopped" if r["status"] == "running" and "signal" in r else r["status"])' \
             "$1/status.json" 2>/dev/null || echo damaged
     else
         echo stopped  # made by an evogan without status.json: resumable from its checkpoints
