@@ -9,8 +9,10 @@ run's own energy range, so every event is held out. For each equal-count energy 
 script compares the generated and reference means of: the sampling fraction (E_sum/E_primary,
 target within 10%), the longitudinal centre of gravity (within 1 layer), the transverse width
 (mean of the x and y energy-weighted widths, within 20%) and the hits above 3e-4 GeV (within
-25%). It also reads the run's validation records: the score at the first and the last
-validation, the best one, and the floor, with the training wall time.
+25%). It also scores the same showers with every cell kept (no cell threshold: how a
+generator's showers were scored before the score thresholded every set) and reads the run's
+validation records: the score at the first and the last validation, the best one, and the
+floor, with the training wall time.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ def main() -> int:
     reference = Reference.from_showers(ecal, energy, cell_threshold=threshold, bins=args.bins)
     scored = reference.score(generated, energy)
     rows = compare_targets(scored.table, reference.table, reference.edges)
+    # what the cell threshold changes: the same showers with every cell kept
+    unthresholded = Reference.from_showers(ecal, energy, cell_threshold=0.0, bins=args.bins)
+    dust = np.count_nonzero((generated > 0) & (generated < threshold))
     result = {
         "run": str(args.run),
         "events": args.events,
@@ -85,6 +90,8 @@ def main() -> int:
         "rows": rows,
         "all_within": all(r["within"] for r in rows),
         "score_now": scored.score,
+        "score_unthresholded": unthresholded.score(generated, energy).score,
+        "below_threshold": dust / max(np.count_nonzero(generated > 0), 1),
         "floor_now": reference.floor(),
         "history": score_history(run),
     }
@@ -109,6 +116,10 @@ def main() -> int:
         f"score of these showers {result['score_now']:.3f}, floor {floor['score']:.3f} +- "
         f"{floor['spread']:.3f}; all four quantities within tolerance in every bin: "
         f"{'yes' if result['all_within'] else 'no'}"
+    )
+    print(
+        f"cells below the {threshold:g} GeV threshold: {100 * result['below_threshold']:.2f}% "
+        f"of the non-zero ones; score with every cell kept {result['score_unthresholded']:.3f}"
     )
     if result["history"]:
         h = result["history"]
