@@ -60,13 +60,19 @@ def test_start_then_nothing_then_refuse_a_failed_run(tmp_path) -> None:
     assert not (tmp_path / "calls").exists()
 
 
-def test_exit_75_requeues_the_job(tmp_path) -> None:
-    stopped = tmp_path / "stopped-evogan"
-    stopped.write_text('#!/bin/bash\necho "evogan $*"\nexit 75\n')
-    stopped.chmod(0o755)
+def echo_evogan(tmp_path: Path, code: int) -> tuple[Path, Path]:
+    """A stand-in evogan that prints its command and exits ``code``, and an existing run."""
+    evogan = tmp_path / "echo-evogan"
+    evogan.write_text(f'#!/bin/bash\necho "evogan $*"\nexit {code}\n')
+    evogan.chmod(0o755)
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text("task: regressor\n")
+    return evogan, run
+
+
+def test_exit_75_requeues_the_job(tmp_path) -> None:
+    stopped, run = echo_evogan(tmp_path, 75)
     done = run_or_resume(tmp_path, "train", "unused.yaml", str(run), evogan=str(stopped))
     assert done.returncode == 75
     assert f"evogan train --resume {run}" in done.stdout
@@ -79,12 +85,7 @@ def test_a_run_its_launcher_killed_after_a_stop_signal_is_resumed(
 ) -> None:
     """mpirun kills the ranks 0.25 s after a SIGTERM of its own; the signal was recorded, so
     the run resumes as evogan would without --force; a running status without one is refused."""
-    echo = tmp_path / "echo-evogan"
-    echo.write_text('#!/bin/bash\necho "evogan $*"\n')
-    echo.chmod(0o755)
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.yaml").write_text("task: regressor\n")
+    echo, run = echo_evogan(tmp_path, 0)
     write_status(run, RUNNING, signal=signal)
     done = run_or_resume(tmp_path, "evolve", "unused.yaml", str(run), evogan=str(echo))
     assert (f"evogan evolve --resume {run}" in done.stdout) == resumed
