@@ -103,13 +103,22 @@ def test_generation_draws_the_trained_conditions_and_notes_extrapolation(
     assert theta.min() >= 60 - 1e-4 and theta.max() <= 120 + 1e-4
 
 
-def test_conditions_from_shower_files_are_taken_in_order(tmp_path: Path, capsys) -> None:
-    rng = np.random.default_rng(0)
-    energy = rng.uniform(10.0, 100.0, 12).astype(np.float32)
-    theta = np.radians(rng.uniform(70.0, 110.0, 12)).astype(np.float32)
-    source = tmp_path / "geant4.h5"
-    with ShowerWriter(source, (51, 51, 25)) as writer:
+def _shower_file(
+    path: Path, events: int, theta_deg: tuple[float, float], seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic showers of 10-100 GeV at angles in ``theta_deg`` written to ``path``; their
+    energies and angles (rad)."""
+    rng = np.random.default_rng(seed)
+    energy = rng.uniform(10.0, 100.0, events).astype(np.float32)
+    theta = np.radians(rng.uniform(*theta_deg, events)).astype(np.float32)
+    with ShowerWriter(path, (51, 51, 25)) as writer:
         writer.append(generate_synthetic(energy, rng, theta=theta), energy, theta)
+    return energy, theta
+
+
+def test_conditions_from_shower_files_are_taken_in_order(tmp_path: Path, capsys) -> None:
+    source = tmp_path / "geant4.h5"
+    energy, theta = _shower_file(source, 12, (70.0, 110.0), seed=0)
     trained = {"energy_gev": [10.0, 100.0], "theta_deg": [80.0, 100.0]}
     model = str(save_tiny_generator(tmp_path / "g.h5", seed=4, trained_on=trained))
     out = tmp_path / "matched.h5"
@@ -260,12 +269,8 @@ def test_a_refused_generation_says_its_one_line_error_and_no_hint(
     ``EVOGAN_HINTS=0`` silences it."""
     monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: True)
     monkeypatch.setattr(logs, "_said", set())
-    rng = np.random.default_rng(1)
-    energy = rng.uniform(10.0, 100.0, 4).astype(np.float32)
-    theta = np.radians(rng.uniform(80.0, 100.0, 4)).astype(np.float32)
     source = tmp_path / "four.h5"
-    with ShowerWriter(source, (51, 51, 25)) as writer:
-        writer.append(generate_synthetic(energy, rng, theta=theta), energy, theta)
+    _shower_file(source, 4, (80.0, 100.0), seed=1)
     model = str(save_tiny_generator(tmp_path / "g.h5", seed=4))
     args = ["generate", model, "--conditions-from", str(source), "--out"]
     assert main([*args, str(tmp_path / "never.h5"), "--events", "5"]) == 2
