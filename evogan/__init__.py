@@ -39,12 +39,12 @@ _LAZY = {
     "train_rmsprop": "evogan.regressor.rmsprop",
     "ReadoutStart": "evogan.regressor.readout",
     # the 3DGAN task
-    "GanSpec": "evogan.gan3d.spec",
-    "GanTrainer": "evogan.gan3d.trainer",
+    "GanSpec": "evogan.gan3d.model.spec",
+    "GanTrainer": "evogan.gan3d.training.trainer",
     "Island": "evogan.islands",
     "IslandSession": "evogan.islands",
-    "load_generator": "evogan.gan3d.model_file",
-    "train_gan3d": "evogan.gan3d.trainer",
+    "load_generator": "evogan.gan3d.model.model_file",
+    "train_gan3d": "evogan.gan3d.training.trainer",
     # physics, runs, configs
     "Reference": "evogan.physics",
     "RunDir": "evogan.store",

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from bench_gan import _synchronize, train_rate
 
-from evogan.gan3d import convolution
-from evogan.gan3d.precision import ForwardOptions
-from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.gan3d.kernels import convolution
+from evogan.gan3d.model.precision import ForwardOptions
+from evogan.gan3d.model.spec import GanSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 SETS = {"2,3,5,7": (2, 3, 5, 7), "2,3,5": (2, 3, 5), "2,3": (2, 3)}

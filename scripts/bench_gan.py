@@ -26,15 +26,15 @@ so the run measures both matmul rates and bounds against the faster (TF32) one; 
 autotuning is on, as in the trainer. Timings synchronise the device.
 
 ``--precision``, ``--channels-last``, ``--compile`` and ``--convolution`` run the step and the
-generator as the trainer's options of the same names do (:mod:`evogan.gan3d.precision`;
+generator as the trainer's options of the same names do (:mod:`evogan.gan3d.model.precision`;
 inference under bf16 autocast returns bf16-rounded showers). ``--compare`` times float32, bf16,
 channels-last and both (and each compiled too, with ``--compile``) one after another, training
 and inference only (no FLOP bound), as a quick table; compilation happens in the warm-up steps,
 not the timed ones. ``--compare VARIANT ...`` times the variants named, each a ``+``-joined set of
 ``float32``/``bf16``, ``channels-last``, ``compiled``, ``fft``, ``direct-upsampling`` (the
 upsample -> convolution blocks as separate layers, the phase form of
-:mod:`evogan.gan3d.convolution` off) and ``einsum-mixing`` (the FFT form's channel mixing
-through ``einsum``, not the Triton kernels of :mod:`evogan.gan3d.spectral_mixing`) and
+:mod:`evogan.gan3d.kernels.convolution` off) and ``einsum-mixing`` (the FFT form's channel mixing
+through ``einsum``, not the Triton kernels of :mod:`evogan.gan3d.kernels.spectral_mixing`) and
 ``recompute-spectra`` (the FFT form's weight gradients transform the block's input again instead
 of taking the spectrum its forward pass kept), for before/after rows in one run.
 The FLOPs stay those of the spec's direct convolutions, so with the phase or FFT forms the
@@ -56,13 +56,19 @@ from pathlib import Path
 
 import torch
 
-from evogan.gan3d import convolution, spectral_mixing
-from evogan.gan3d.convolution import ConvBlock
-from evogan.gan3d.networks import build_models, sample, to_gev
-from evogan.gan3d.precision import ForwardOptions
-from evogan.gan3d.spec import GanSpec, Layer, discriminator_layers, generator_layers, load_spec
-from evogan.gan3d.step import GanStep
-from evogan.physics.validation import generate_showers
+from evogan.gan3d.kernels import convolution, spectral_mixing
+from evogan.gan3d.kernels.convolution import ConvBlock
+from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.networks import build_models, sample, to_gev
+from evogan.gan3d.model.precision import ForwardOptions
+from evogan.gan3d.model.spec import (
+    GanSpec,
+    Layer,
+    discriminator_layers,
+    generator_layers,
+    load_spec,
+)
+from evogan.gan3d.training.step import GanStep
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,8 @@ Each generator and discriminator block (``[upsample] -> [pad] -> Conv3d -> activ
 backward to its input and weights, as:
 
 - ``layers``: the block's layers one after another (upsampling materialised), float32;
-- ``phase``: the phase form of an upsampling block (:mod:`evogan.gan3d.convolution`), float32;
+- ``phase``: the phase form of an upsampling block (:mod:`evogan.gan3d.kernels.convolution`),
+  float32;
 - ``bf16-cl``: the block's default form under bf16 autocast with channels-last tensors;
 - ``fft``: the block's convolution as float32 FFTs, for every block whatever its kernel size
   (the trainer's ``convolution: fft`` uses them from ``FFT_MIN_TAPS`` taps).
@@ -30,9 +31,9 @@ from pathlib import Path
 import torch
 from bench_gan import _synchronize
 
-from evogan.gan3d.convolution import FFT_MIN_TAPS, ConvBlock
-from evogan.gan3d.networks import build_models, sample
-from evogan.gan3d.spec import load_spec
+from evogan.gan3d.kernels.convolution import FFT_MIN_TAPS, ConvBlock
+from evogan.gan3d.model.networks import build_models, sample
+from evogan.gan3d.model.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 FORMS = ("layers", "phase", "bf16-cl", "fft")

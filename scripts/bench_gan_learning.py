@@ -27,10 +27,10 @@ import torch
 
 from evogan.config import load_config
 from evogan.data.synthetic import synthesize
-from evogan.gan3d.model_file import find_generator, load_generator
+from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.model_file import find_generator, load_generator
 from evogan.physics import Reference
 from evogan.physics.targets import compare_targets, format_deviation
-from evogan.physics.validation import generate_showers
 from evogan.store import RunDir
 
 

@@ -30,9 +30,9 @@ from mpi4py import MPI
 
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed import guard, split_layout, world_comm
-from evogan.gan3d.parallel import build_parallel_step
-from evogan.gan3d.setup import share_cores
-from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.gan3d.model.spec import GanSpec, load_spec
+from evogan.gan3d.training.modes import build_parallel_step
+from evogan.gan3d.training.setup import RankSetup, share_cores
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {
@@ -60,7 +60,7 @@ def bench_mode(
     trainer = ParallelConfig(**MODES[name])
     layout = split_layout(world)
     backend = "mpi" if trainer.backend == "auto" else trainer.backend
-    parallel = build_parallel_step(spec, trainer, layout, seed=0, backend=backend)
+    parallel = build_parallel_step(spec, trainer, layout, seed=0, rank=RankSetup(backend=backend))
     real, energy, theta = random_batch(spec, batch, np.random.default_rng(world.rank))
     for _ in range(warmup):
         parallel.train_step(real, energy, theta, outer=False)

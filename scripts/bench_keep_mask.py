@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Dropout masks of one 3DGAN discriminator pass on the CPU: torch's draw against the hash
-kernel (evogan/gan3d/_keep_mask.c), on 1..N threads.
+kernel (evogan/gan3d/kernels/_keep_mask.c), on 1..N threads.
 
 torch draws a CPU generator's numbers on one thread, so its masks cost the same on a node of
 many cores while the convolutions around them speed up; the kernel hashes each cell's index
@@ -25,9 +25,9 @@ import torch
 from bench_peers import _spread
 
 from evogan.errors import EvoganError
-from evogan.gan3d.blocks import draw_key
-from evogan.gan3d.keep_mask import keep_mask, kernel
-from evogan.gan3d.spec import discriminator_layers, load_spec
+from evogan.gan3d.kernels.dropout_mask import keep_mask, kernel
+from evogan.gan3d.model.blocks import draw_key
+from evogan.gan3d.model.spec import discriminator_layers, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,8 +26,8 @@ import torch
 from bench_peers import _spread
 
 from evogan.config import load_config
-from evogan.gan3d.networks import build_models
-from evogan.gan3d.spec import load_spec
+from evogan.gan3d.model.networks import build_models
+from evogan.gan3d.model.spec import load_spec
 from evogan.optimizer import RMSprop
 from evogan.regressor.layout import RegressorLayout
 from evogan.regressor.network import RegressorNet

@@ -150,8 +150,8 @@ def _check_call(command: list[str], what: str) -> None:
 
 def network_sizes() -> dict[str, dict[str, int]]:
     """Gradient bytes of both networks and generator updates per step, tiny and full spec."""
-    from evogan.gan3d.networks import build_models
-    from evogan.gan3d.spec import load_spec
+    from evogan.gan3d.model.networks import build_models
+    from evogan.gan3d.model.spec import load_spec
 
     sizes = {}
     for name, path in (("tiny", TINY_SPEC), ("full", FULL_SPEC)):

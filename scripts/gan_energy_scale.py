@@ -20,8 +20,8 @@ import torch
 
 from evogan.data.synthetic import generate_showers
 from evogan.errors import EvoganError
-from evogan.gan3d.model_file import load_generator
-from evogan.gan3d.networks import sample, to_gev
+from evogan.gan3d.model.model_file import load_generator
+from evogan.gan3d.model.networks import sample, to_gev
 
 
 def scale_ratio(path: str, batches: int, energy_range: tuple[float, float], seed: int) -> tuple:

@@ -9,9 +9,9 @@ import torch
 
 from evogan.config import load_config
 from evogan.data.writer import ShowerWriter
-from evogan.gan3d.model_file import save_generator
-from evogan.gan3d.networks import Generator, build_models
-from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.gan3d.model.model_file import save_generator
+from evogan.gan3d.model.networks import Generator, build_models
+from evogan.gan3d.model.spec import GanSpec, load_spec
 from evogan.store import BEST_MODEL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def tiny_generator(seed: int) -> Generator:
 
 def save_tiny_generator(path: Path, seed: int, trained_on: dict | None = None) -> Path:
     """A freshly initialised tiny generator, saved like a trainer saves one (``trained_on``:
-    the conditions it records, :mod:`evogan.gan3d.conditions`)."""
+    the conditions it records, :mod:`evogan.gan3d.model.conditions`)."""
     meta = {"seed": seed} if trained_on is None else {"seed": seed, "trained_on": trained_on}
     return save_generator(path, tiny_spec(), tiny_generator(seed), meta)
 

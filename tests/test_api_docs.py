@@ -70,7 +70,7 @@ def test_importing_the_package_root_loads_no_subpackage() -> None:
 def test_a_training_rank_imports_scipy_only_when_it_scores() -> None:
     """Every rank imports the trainer; only a validating one needs the score's scipy."""
     code = (
-        "import sys, evogan.gan3d.trainer, evogan.physics; print('scipy' in sys.modules); "
+        "import sys, evogan.gan3d.training.trainer, evogan.physics; print('scipy' in sys.modules); "
         "evogan.physics.Reference; print('scipy' in sys.modules)"
     )
     assert _fresh_python(code).split() == ["False", "True"]

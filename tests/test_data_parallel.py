@@ -1,4 +1,4 @@
-"""Gradient exchange strategies on real mpirun ranks (evogan.gan3d.data_parallel)."""
+"""Gradient exchange strategies on real mpirun ranks (evogan.distributed.gradients)."""
 
 from __future__ import annotations
 

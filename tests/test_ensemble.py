@@ -14,15 +14,16 @@ import yaml
 from evogan.config.data import DataConfig
 from evogan.data.synthetic import synthesize
 from evogan.errors import EvoganError
-from evogan.gan3d.spec import GanSpec
-from evogan.physics import WORST, Reference, worst_validation
-from evogan.physics.ensemble import (
+from evogan.gan3d.model.ensemble_members import (
     check_compatible,
-    combine,
-    ensemble_moments,
-    score_generator,
+    check_origin,
+    expand,
+    unique_members,
 )
-from evogan.physics.members import check_origin, expand, unique_members
+from evogan.gan3d.model.generate import score_generator
+from evogan.gan3d.model.spec import GanSpec
+from evogan.physics import WORST, Reference, worst_validation
+from evogan.physics.ensemble import combine, ensemble_moments
 from tests.gan_fixtures import save_tiny_generator, tiny_generator, tiny_spec, toy_showers
 
 THRESHOLD = DataConfig().cell_threshold  # as the data are read

@@ -24,7 +24,7 @@ from evogan.config.parallel import ParallelConfig
 from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.torch_group import TorchGroup
 from evogan.errors import ConfigError, EvoganError
-from evogan.gan3d.setup import choose_ring_buffers, rank_backend
+from evogan.gan3d.training.setup import choose_ring_buffers, rank_backend
 from evogan.store import load_weights, read_metrics
 
 from .conftest import TINY_GAN, TINY_GAN_SIZE, evogan, mpirun

@@ -1,4 +1,4 @@
-"""The 3DGAN's batch norm (evogan.gan3d.blocks.BatchNorm3d): its tensor-arithmetic training
+"""The 3DGAN's batch norm (evogan.gan3d.model.blocks.BatchNorm3d): its tensor-arithmetic training
 pass, used on GPUs, computes what ``nn.BatchNorm3d`` computes, running averages included."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from evogan.gan3d.blocks import BatchNorm3d
+from evogan.gan3d.model.blocks import BatchNorm3d
 
 
 def _pair(dtype: torch.dtype = torch.float64) -> tuple[nn.BatchNorm3d, BatchNorm3d]:

@@ -1,5 +1,5 @@
 """The phase and FFT forms of a 3DGAN block's convolution against the layers they replace
-(evogan.gan3d.convolution): same values and gradients, same parameter names, and a training
+(evogan.gan3d.kernels.convolution): same values and gradients, same parameter names, and a training
 step with ``convolution: fft`` that agrees with the direct one to float32 rounding."""
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from torch import nn
 from evogan.config import load_config
 from evogan.config.base import validate
 from evogan.errors import ConfigError
-from evogan.gan3d import convolution
-from evogan.gan3d.blocks import conv_block
-from evogan.gan3d.convolution import (
+from evogan.gan3d.kernels import convolution
+from evogan.gan3d.kernels.convolution import (
     ConvBlock,
     fft_conv3d,
     fft_correlate,
@@ -26,11 +25,12 @@ from evogan.gan3d.convolution import (
     phase_pays,
     upsampled_conv3d,
 )
-from evogan.gan3d.networks import build_models
-from evogan.gan3d.precision import ForwardOptions
-from evogan.gan3d.setup import forward_options
-from evogan.gan3d.spec import GanSpec, GeneratorBlock
-from evogan.gan3d.step import GanStep
+from evogan.gan3d.model.blocks import conv_block
+from evogan.gan3d.model.networks import build_models
+from evogan.gan3d.model.precision import ForwardOptions
+from evogan.gan3d.model.spec import GanSpec, GeneratorBlock
+from evogan.gan3d.training.setup import forward_options
+from evogan.gan3d.training.step import GanStep
 from tests.gan_fixtures import TINY, tiny_spec, toy_showers
 
 # (factors, kernel, input cells, (before, after) pads): the shipped specs' upsampling blocks,

@@ -1,5 +1,5 @@
 """Random draws under torch.compile: seeded dropout's masks and the generator's per-cell
-noise from a counter hash, in one graph (evogan.gan3d.blocks: CountedDraws, counter_uniform,
+noise from a counter hash, in one graph (evogan.gan3d.model.blocks: CountedDraws, counter_uniform,
 counter_normal)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import torch
 
-from evogan.gan3d.blocks import (
+from evogan.gan3d.model.blocks import (
     MASK32,
     NoiseInjection,
     SeededDropout,
@@ -17,9 +17,9 @@ from evogan.gan3d.blocks import (
     counter_uniform,
     mark_compiled,
 )
-from evogan.gan3d.networks import build_models, noise_source
-from evogan.gan3d.spec import GanSpec, load_spec
-from evogan.gan3d.step import GanStep
+from evogan.gan3d.model.networks import build_models, noise_source
+from evogan.gan3d.model.spec import GanSpec, load_spec
+from evogan.gan3d.training.step import GanStep
 from tests.conftest import REPO
 from tests.gan_fixtures import tiny_spec, toy_showers
 

@@ -1,5 +1,5 @@
-"""Dropout keep-masks on the CPU from the C kernel (evogan.gan3d.keep_mask): the counter hash
-that compiled dropout uses, on any number of threads, and torch's draw where no kernel can be
+"""Dropout keep-masks on the CPU from the C kernel (evogan.gan3d.kernels.dropout_mask): the counter
+hash that compiled dropout uses, on any number of threads, and torch's draw where no kernel can be
 had."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from evogan import logs, native
-from evogan.gan3d import keep_mask as keep_mask_module
-from evogan.gan3d.blocks import MASK32, SeededDropout, counter_uniform, draw_key
-from evogan.gan3d.keep_mask import keep_mask
+from evogan.gan3d.kernels import dropout_mask
+from evogan.gan3d.kernels.dropout_mask import keep_mask
+from evogan.gan3d.model.blocks import MASK32, SeededDropout, counter_uniform, draw_key
 
 needs_compiler = pytest.mark.skipif(native.compiler() is None, reason="no C compiler ($CC or cc)")
 SHAPES = [(3, 5, 7), (2, 4, 13, 13, 7), (70_001,), (0, 3)]
@@ -21,9 +21,9 @@ SHAPES = [(3, 5, 7), (2, 4, 13, 13, 7), (70_001,), (0, 3)]
 @pytest.fixture
 def fresh_kernel():
     """Forget the loaded kernel before and after, so environment changes take effect."""
-    keep_mask_module.kernel.cache_clear()
+    dropout_mask.kernel.cache_clear()
     yield
-    keep_mask_module.kernel.cache_clear()
+    dropout_mask.kernel.cache_clear()
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_mask_is_the_compiled_hash_on_any_thread_count(shape, p, threads, restor
 
 @needs_compiler
 def test_kernel_refuses_arguments_out_of_range() -> None:
-    library = keep_mask_module.kernel()
+    library = dropout_mask.kernel()
     keep = torch.empty(8, dtype=torch.bool)
     good = (keep.data_ptr(), 8, 1, 2**23)
     assert library.evogan_keep_mask(*good, 1) == 0

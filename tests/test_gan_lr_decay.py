@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evogan.config import load_config
-from evogan.gan3d.lr_decay import lr_factor
+from evogan.gan3d.training.lr_decay import lr_factor
 from evogan.store import load_weights
 
 from .conftest import evogan

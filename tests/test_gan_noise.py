@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from evogan.gan3d.blocks import NoiseInjection
-from evogan.gan3d.networks import build_models, noise_source
-from evogan.gan3d.spec import GanSpec
-from evogan.gan3d.step import GanStep
-from evogan.physics.validation import generate_showers
+from evogan.gan3d.model.blocks import NoiseInjection
+from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.networks import build_models, noise_source
+from evogan.gan3d.model.spec import GanSpec
+from evogan.gan3d.training.step import GanStep
 from tests.gan_fixtures import tiny_spec, toy_showers
 
 

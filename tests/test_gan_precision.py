@@ -1,5 +1,5 @@
 """How the 3DGAN forward passes run: bf16 autocast against float32, channels-last against the
-default layout, and torch.compile's fallback (evogan.gan3d.precision).
+default layout, and torch.compile's fallback (evogan.gan3d.model.precision).
 
 Bounds, measured on the tiny spec with toy showers at batch 8 over seeds 0-5, from identical
 weights (gradients of both networks before either optimiser steps, then one RMSprop step each).
@@ -29,14 +29,14 @@ from mpi4py import MPI
 from evogan import logs
 from evogan.config import load_config
 from evogan.errors import EvoganError
-from evogan.gan3d import precision as precision_module
-from evogan.gan3d.losses import gan_loss
-from evogan.gan3d.networks import build_models
-from evogan.gan3d.precision import ForwardOptions, compile_problem, cpu_has_amx_bf16
-from evogan.gan3d.setup import forward_options
-from evogan.gan3d.spec import LossWeights
-from evogan.gan3d.step import GanStep
-from evogan.gan3d.trainer import GanTrainer, train_gan3d
+from evogan.gan3d.model import precision as precision_module
+from evogan.gan3d.model.losses import gan_loss
+from evogan.gan3d.model.networks import build_models
+from evogan.gan3d.model.precision import ForwardOptions, compile_problem, cpu_has_amx_bf16
+from evogan.gan3d.model.spec import LossWeights
+from evogan.gan3d.training.setup import forward_options
+from evogan.gan3d.training.step import GanStep
+from evogan.gan3d.training.trainer import GanTrainer, train_gan3d
 from evogan.store import load_weights
 from tests.gan_fixtures import TINY, tiny_spec, toy_showers
 

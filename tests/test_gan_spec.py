@@ -12,11 +12,11 @@ from evogan.config import load_config
 from evogan.config.base import read_yaml, validate
 from evogan.config.gan import Gan3dConfig
 from evogan.errors import ConfigError
-from evogan.gan3d import spec as gan_shapes
-from evogan.gan3d.blocks import conv_block
-from evogan.gan3d.model_file import load_generator, save_generator
-from evogan.gan3d.networks import build_models, keras_parameter_count, parameter_count
-from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.gan3d.model import spec as gan_shapes
+from evogan.gan3d.model.blocks import conv_block
+from evogan.gan3d.model.model_file import load_generator, save_generator
+from evogan.gan3d.model.networks import build_models, keras_parameter_count, parameter_count
+from evogan.gan3d.model.spec import GanSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 VARANGLE = REPO / "configs" / "gan3d.yaml"

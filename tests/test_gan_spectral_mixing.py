@@ -1,5 +1,5 @@
 """The Triton channel-mixing kernels of the FFT convolution equal ``einsum``
-(evogan.gan3d.spectral_mixing), alone and inside a convolution's forward and backward pass.
+(evogan.gan3d.kernels.spectral_mixing), alone and inside a convolution's forward and backward pass.
 
 The kernels run here under Triton's interpreter (``TRITON_INTERPRET=1``, CPU tensors), which
 executes the same program a GPU compiles; speed is measured on a GPU by
@@ -16,8 +16,8 @@ import sys
 import pytest
 import torch
 
-from evogan.gan3d import spectral_mixing
-from evogan.gan3d.convolution import fft_correlate
+from evogan.gan3d.kernels import spectral_mixing
+from evogan.gan3d.kernels.convolution import fft_correlate
 from tests.conftest import REPO
 
 # (rows, in channels, out channels, frequencies): channels that are not powers of two and more

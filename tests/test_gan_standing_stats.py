@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from evogan.gan3d.networks import build_models, make_latent
-from evogan.gan3d.standing_stats import batch_norms, standing_statistics
+from evogan.gan3d.model.networks import build_models, make_latent
+from evogan.gan3d.training.standing_stats import batch_norms, standing_statistics
 from tests.gan_fixtures import tiny_spec
 
 

@@ -9,9 +9,15 @@ import pytest
 import torch
 
 from evogan.errors import EvoganError
-from evogan.gan3d.losses import flipped_labels, mae, mape
-from evogan.gan3d.networks import EMPTY_ANGLE, build_models, measured_angle, to_gev, to_network
-from evogan.gan3d.step import GanStep
+from evogan.gan3d.model.losses import flipped_labels, mae, mape
+from evogan.gan3d.model.networks import (
+    EMPTY_ANGLE,
+    build_models,
+    measured_angle,
+    to_gev,
+    to_network,
+)
+from evogan.gan3d.training.step import GanStep
 from tests.gan_fixtures import tiny_spec, toy_showers
 
 
@@ -156,7 +162,7 @@ def test_the_width_term_measures_the_validation_width_and_pulls_the_generator() 
     """``transverse_width`` is the validation's width (mm / cell size) and differentiable; with
     ``loss_weights.width`` on, the generator's loss gains the batch-mean width gap."""
     from evogan.data.detector import CELL_MM
-    from evogan.gan3d.losses import transverse_width
+    from evogan.gan3d.model.losses import transverse_width
     from evogan.physics.features import shower_features
 
     ecal, energy, _ = toy_showers(6, seed=3)
@@ -184,7 +190,7 @@ def test_the_sampling_fraction_term_is_zero_at_the_data_scale_and_pulls_the_gene
     """The sampling-fraction term is the percentage gap of batch-mean ECAL sum / energy: zero
     for the real sums themselves, 10 for sums 10% high; on in the step, it joins g_loss and
     the step reports the signed generated / real ratio."""
-    from evogan.gan3d.losses import batch_features, batch_mean_gap
+    from evogan.gan3d.model.losses import batch_features, batch_mean_gap
 
     energy = torch.tensor([10.0, 50.0, 150.0])
     real = torch.tensor([0.21, 1.02, 2.9])
@@ -211,7 +217,7 @@ def test_the_soft_hit_count_follows_the_validation_hits_and_the_term_pulls_the_g
     moves with it when cells fall below the threshold; it passes gradient to cells near the
     threshold. With ``loss_weights.hits`` on, the generator's loss gains the batch-mean gap,
     and a generator step without a real batch is refused."""
-    from evogan.gan3d.losses import batch_mean_gap, soft_hit_count
+    from evogan.gan3d.model.losses import batch_mean_gap, soft_hit_count
     from evogan.physics.observables import hit_count
 
     ecal, _, _ = toy_showers(6, seed=3)

@@ -12,7 +12,8 @@ import pytest
 from evogan.config import load_config
 from evogan.distributed.signals import StopFlag
 from evogan.errors import RunStopped
-from evogan.gan3d import GanTrainer, loop
+from evogan.gan3d import GanTrainer
+from evogan.gan3d.training import epoch_loop
 from evogan.store import load_weights, read_metrics
 
 from .conftest import evogan
@@ -66,12 +67,12 @@ def test_the_learning_curve_is_redrawn_after_a_validation_at_most_once_a_minute(
 ) -> None:
     """(The end of a training always draws it: the test above.)"""
     drawn = []
-    monkeypatch.setattr(loop, "draw_learning_curve", lambda run: drawn.append(run.metrics()))
+    monkeypatch.setattr(epoch_loop, "draw_learning_curve", lambda run: drawn.append(run.metrics()))
     with GanTrainer.open(load_config(CONFIG, VALIDATE_EACH_STEP), tmp_path / "run") as trainer:
         trainer.train(epochs=2)  # two validations within seconds: the first one draws
         assert len(drawn) == 1
         assert [r["kind"] for r in drawn[0]].count("validation") == 1
-        monkeypatch.setattr(loop, "CURVE_REDRAW_SECONDS", 0.0)
+        monkeypatch.setattr(epoch_loop, "CURVE_REDRAW_SECONDS", 0.0)
         trainer.train(epochs=2)
         assert len(drawn) == 3
         assert [r["kind"] for r in drawn[-1]].count("validation") == 4
@@ -81,7 +82,7 @@ def test_a_stop_draws_the_validations_the_learning_curve_lacks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     drawn = []
-    monkeypatch.setattr(loop, "draw_learning_curve", lambda run: drawn.append(run.metrics()))
+    monkeypatch.setattr(epoch_loop, "draw_learning_curve", lambda run: drawn.append(run.metrics()))
     stop = StopFlag()
     config = load_config(CONFIG, VALIDATE_EACH_STEP)
     with GanTrainer.open(config, tmp_path / "run", stop=stop) as trainer:
@@ -117,7 +118,7 @@ def test_validation_settings_that_cannot_work_are_refused_before_a_run_exists(
 def test_more_validation_events_than_the_test_split_holds_are_noted(capsys) -> None:
     from mpi4py import MPI
 
-    from evogan.gan3d.setup import load_data
+    from evogan.gan3d.training.setup import load_data
 
     config = load_config(CONFIG, ["trainer.validation_events=5000"])
     _, held_out = load_data(config.data, config.trainer, MPI.COMM_SELF)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evogan.gan3d.weight_average import WARMUP_STEPS, WeightAverage
+from evogan.gan3d.training.weight_average import WARMUP_STEPS, WeightAverage
 from evogan.store import load_weights
 from tests.gan_fixtures import tiny_generator
 

@@ -16,9 +16,9 @@ from evogan.data.reader import ShowerDataset, open_files
 from evogan.data.synthetic import generate_showers as generate_synthetic
 from evogan.data.synthetic import write_synthetic
 from evogan.data.writer import ShowerWriter
-from evogan.gan3d import precision as precision_module
-from evogan.gan3d.model_file import load_generator
-from evogan.physics.validation import generate_showers
+from evogan.gan3d.model import precision as precision_module
+from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.model_file import load_generator
 from tests.conftest import evogan
 from tests.gan_fixtures import save_tiny_generator, tiny_campaign
 

@@ -25,9 +25,9 @@ from evogan.data.reader import ShowerDataset, open_files
 from evogan.data.synthetic import generate_showers
 from evogan.data.writer import ShowerWriter
 from evogan.engine.seeding import torch_generator
-from evogan.gan3d.model_file import load_generator
+from evogan.gan3d.model.generate import generate_showers as generated_showers
+from evogan.gan3d.model.model_file import load_generator
 from evogan.physics import Reference
-from evogan.physics.validation import generate_showers as generated_showers
 from evogan.search import resolve_base
 from evogan.search.fitness import SCORE_SEED, Scorer
 from tests.gan_fixtures import REPO, TINY, save_tiny_generator
@@ -104,11 +104,12 @@ def test_the_same_showers_score_alike_through_every_path(
 
     from mpi4py import MPI
 
-    from evogan.gan3d.validation import TrainingValidation
+    from evogan.gan3d.training.validation import TrainingValidation, ValidationPlan
     from evogan.store import RunDir
 
     held_out = ShowerDataset.from_files(open_files([str(ref)]))
-    training = TrainingValidation(spec, 5, BINS, False, MPI.COMM_WORLD, held_out, None, (0, 8), {})
+    plan = ValidationPlan(spec, 5, BINS, replicas=False, standing=(0, 8))
+    training = TrainingValidation(plan, MPI.COMM_WORLD, held_out)
     record = training.validate(
         generator, RunDir.create("gan3d", path=tmp_path / "run"), None, {"epoch": 1}
     )
@@ -127,10 +128,9 @@ def test_every_reference_takes_the_data_configs_cell_threshold(tmp_path: Path) -
 
     from mpi4py import MPI
 
-    from evogan.gan3d.validation import TrainingValidation
+    from evogan.gan3d.training.validation import TrainingValidation, ValidationPlan
 
     held_out = ShowerDataset.from_files(open_files([str(ref)]), cell_threshold=1e-4)
-    training = TrainingValidation(
-        config.spec, 5, BINS, False, MPI.COMM_WORLD, held_out, None, (0, 8), {}
-    )
+    plan = ValidationPlan(config.spec, 5, BINS, replicas=False, standing=(0, 8))
+    training = TrainingValidation(plan, MPI.COMM_WORLD, held_out)
     assert training.reference.cell_threshold == 1e-4

@@ -283,7 +283,7 @@ def test_a_trained_candidate_leaves_no_trainer_behind(tmp_path: Path) -> None:
 
     from evogan.config.base import validate
     from evogan.config.search import SearchConfig
-    from evogan.gan3d.trainer import GanTrainer
+    from evogan.gan3d.training.trainer import GanTrainer
     from evogan.search import resolve_base
     from evogan.search.fitness import Scorer, evaluate
 

@@ -153,7 +153,7 @@ def test_a_damaged_campaign_manifest_is_named_with_what_to_write_into_it(tmp_pat
 
 @pytest.mark.parametrize("kind", ["truncated", "empty", "wrong type"])
 def test_a_damaged_gan_checkpoint_marker_is_named(tmp_path, kind) -> None:
-    from evogan.gan3d.checkpoint import MARKER, read_marker
+    from evogan.gan3d.training.checkpoint import MARKER, read_marker
 
     run = RunDir(tmp_path)
     damaged(run.file(MARKER), kind, {"epoch": 1, "files": ["checkpoints/a.h5"]})
@@ -296,7 +296,7 @@ def _gan_commit(run: RunDir, serial: int, write: bool = True) -> list[str]:
     """One rank's checkpoint commit of ``serial`` (``write``: its file written first, as a
     trainer writes it)."""
     from evogan.distributed.mpi import MPI
-    from evogan.gan3d.checkpoint import commit, rank_file
+    from evogan.gan3d.training.checkpoint import commit, rank_file
 
     files = [rank_file(serial, 0)]
     if write:
@@ -340,7 +340,7 @@ def test_a_gan_commit_refuses_a_checkpoint_folder_linked_out_of_the_run(tmp_path
         "replace the link by a folder (--run-dir puts a whole run elsewhere)"
     )
     assert snapshot(tmp_path) == before
-    from evogan.gan3d.checkpoint import save_rank
+    from evogan.gan3d.training.checkpoint import save_rank
 
     with pytest.raises(EvoganError, match="is a symbolic link to"):
         save_rank(run, "checkpoints/ckpt-000002-rank-00000.h5", None, {}, {})  # type: ignore

@@ -31,7 +31,7 @@ from evogan.errors import EvoganError
 CONVOLUTIONS = ("direct", "fft")
 
 # Conditions drawn for a generator file that records no training ranges
-# (:mod:`evogan.gan3d.conditions`): the 2-500 GeV of the data sets and the 60-120 degrees of
+# (:mod:`evogan.gan3d.model.conditions`): the 2-500 GeV of the data sets and the 60-120 degrees of
 # the variable-angle one (docs/physics.md section 1).
 DEFAULT_ENERGY_RANGE = (2.0, 500.0)
 DEFAULT_THETA_RANGE = (60.0, 120.0)
@@ -107,7 +107,7 @@ def generator_device(text: str, precision: str = "float32") -> str:
             f"--device {text}: torch sees {torch.cuda.device_count()} GPU(s), numbered from 0"
         )
     if precision == "bf16":
-        from evogan.gan3d.precision import check_bf16
+        from evogan.gan3d.model.precision import check_bf16
 
         check_bf16(device, "--precision bf16", "--precision float32")
     return str(device)
@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_writable(args.out)
     refuse_campaign(args.model)
-    from evogan.gan3d.convolution import set_convolution
-    from evogan.gan3d.model_file import find_generator, load_generator
+    from evogan.gan3d.kernels.convolution import set_convolution
+    from evogan.gan3d.model.model_file import find_generator, load_generator
 
     path = find_generator(args.model)
     spec, generator, meta = load_generator(path, device)
@@ -149,7 +149,7 @@ def _write(args: argparse.Namespace, spec, generator, conditions: tuple, attrs: 
     import torch
 
     from evogan.data.writer import ShowerWriter
-    from evogan.physics.validation import generate_showers
+    from evogan.gan3d.model.generate import generate_showers
     from evogan.progress import progress
 
     energy, theta = conditions
@@ -177,7 +177,7 @@ def _check_memory(args: argparse.Namespace, spec, device: str) -> None:
     """Refuse a ``--batch-size`` whose generator pass, or ``--events`` whose conditions (all
     drawn before the first shower is generated), would not fit in this machine's memory; on a
     GPU only the showers copied back count."""
-    from evogan.gan3d.spec import generation_bytes
+    from evogan.gan3d.model.spec import generation_bytes
     from evogan.resources import require_memory
 
     itemsize = 0 if device != "cpu" else 2 if args.precision == "bf16" else 4
@@ -242,7 +242,7 @@ def _range(
 ) -> tuple[tuple[float, float], list[str]]:
     """The range to draw ``key`` from: ``given``, else the generator's training range, else the
     data sets' default; with a note when ``given`` reaches beyond the training range."""
-    from evogan.gan3d.conditions import outside, recorded
+    from evogan.gan3d.model.conditions import outside, recorded
 
     if given is None:
         default = DEFAULT_ENERGY_RANGE if key == "energy_gev" else DEFAULT_THETA_RANGE
@@ -257,7 +257,7 @@ def _taken(args: argparse.Namespace, meta: dict, angle: bool, read: dict) -> tup
     import numpy as np
 
     from evogan.data.reader import ShowerDataset, open_files
-    from evogan.gan3d.conditions import beyond_training
+    from evogan.gan3d.model.conditions import beyond_training
 
     source = ShowerDataset.from_files(open_files(args.conditions_from, **read))
     if args.events is not None and args.events > len(source):

@@ -81,7 +81,7 @@ def refuse_campaign(path: Path) -> None:
     newest generator below a campaign is whichever candidate trained last, not the best."""
     if not (path / CAMPAIGN_MANIFEST).is_file():
         return
-    from evogan.gan3d.model_file import find_generator
+    from evogan.gan3d.model.model_file import find_generator
     from evogan.search.campaign import Campaign
     from evogan.search.summary import best_rows
 
@@ -116,7 +116,7 @@ def hint_precision(args: argparse.Namespace, device: str = "cpu") -> None:
     """On a CPU with AMX tiles, hint that ``--precision bf16`` generates 2-3x faster than
     float32 there (on stderr: stdout may hold a report). Call it once nothing can refuse the
     command."""
-    from evogan.gan3d.precision import bf16_faster_here
+    from evogan.gan3d.model.precision import bf16_faster_here
 
     if bf16_faster_here(device, args.precision):
         hint(

@@ -18,7 +18,7 @@ from evogan.errors import EvoganError
 # Config task -> "module:function(config, run_dir[, resume=True]) -> RunDir" that trains it.
 TRAINERS = {
     "regressor": "evogan.regressor.rmsprop:train_regressor",
-    "gan3d": "evogan.gan3d.trainer:train_gan3d",
+    "gan3d": "evogan.gan3d.training.trainer:train_gan3d",
 }
 NOT_RESUMABLE = {
     "regressor": "regressor runs of evogan train (RMSprop) keep no checkpoints (they take "

@@ -163,8 +163,8 @@ def _generator_files(generated: Path, args: argparse.Namespace) -> list[Path]:
     """GENERATED's generator and the ``--ensemble`` ones, found before the reference is read
     so that a wrong directory is refused first; none when GENERATED holds showers."""
     from evogan.data.reader import expand_pattern
-    from evogan.gan3d.model_file import find_generator, is_generator
-    from evogan.physics.members import expand
+    from evogan.gan3d.model.ensemble_members import expand
+    from evogan.gan3d.model.model_file import find_generator, is_generator
 
     if not expand_pattern(str(generated))[0].exists():
         raise DataError(
@@ -187,10 +187,9 @@ def _checked_generators(
 ) -> tuple[list[Path], list, list[str]]:
     """The distinct generators of GENERATED and ``--ensemble``, loaded and checked against the
     reference's cell window and each other before any cells are read; with their notes."""
-    from evogan.gan3d.conditions import beyond_training
-    from evogan.gan3d.model_file import load_generator
-    from evogan.physics.ensemble import check_compatible
-    from evogan.physics.members import check_origin, unique_members
+    from evogan.gan3d.model.conditions import beyond_training
+    from evogan.gan3d.model.ensemble_members import check_compatible, check_origin, unique_members
+    from evogan.gan3d.model.model_file import load_generator
 
     members, notes = unique_members(paths)
     loaded = [load_generator(p) for p in members]
@@ -305,7 +304,7 @@ def _score(job: Job, args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 def _score_members(job: Job, args: argparse.Namespace) -> tuple[list, list]:
-    from evogan.physics.ensemble import score_generator
+    from evogan.gan3d.model.generate import score_generator
     from evogan.progress import progress
 
     models = job.models

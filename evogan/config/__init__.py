@@ -2,8 +2,8 @@
 validates it against its ``task``'s config class (``regressor``, ``gan3d``, ``search``) and turns
 every problem into one line naming the key. The YAML helpers and :class:`StrictModel` (the base
 of every section) live in :mod:`evogan.config.base`. The GAN task configs embed the 3DGAN spec of
-:mod:`evogan.gan3d.spec`, which itself builds on ``config.base``; so this package names the task
-config classes by module path and imports them when a config is loaded (and on first attribute
+:mod:`evogan.gan3d.model.spec`, which itself builds on ``config.base``; so this package names the
+task config classes by module path and imports them when a config is loaded (and on first attribute
 access), never when a section module is imported.
 """
 

@@ -1,4 +1,4 @@
-"""The ``task: gan3d`` config: data, the architecture spec (:mod:`evogan.gan3d.spec`), the
+"""The ``task: gan3d`` config: data, the architecture spec (:mod:`evogan.gan3d.model.spec`), the
 data-parallel trainer, checkpoints and run output."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.parallel import ParallelConfig
 from evogan.config.regressor import RunConfig
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.spec import GanSpec
 
 __all__ = ["Gan3dConfig", "GanCheckpointConfig", "GanSpec"]
 

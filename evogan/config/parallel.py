@@ -29,19 +29,19 @@ class ParallelConfig(StrictModel):
     mpi). ``overlap``: the ``mpi`` backend starts a non-blocking ``Iallreduce`` per bucket from
     gradient hooks during the backward pass, as gloo and NCCL always do (CPU only).
     ``precision``, ``channels_last``, ``compile`` and ``convolution`` (``direct`` or ``fft``)
-    choose how the G and D forward passes run (:mod:`evogan.gan3d.precision`).
+    choose how the G and D forward passes run (:mod:`evogan.gan3d.model.precision`).
 
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
     set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
     and keeps the best one (docs/gan.md). The scored and saved generators first get standing
     batch-norm statistics from ``standing_batches`` training-sized batches (0: the running
-    averages as trained; :mod:`evogan.gan3d.standing_stats`). ``generator_average``: the decay
-    per step of an exponential moving average of the generator's weights that validations
+    averages as trained; :mod:`evogan.gan3d.training.standing_stats`). ``generator_average``:
+    the decay per step of an exponential moving average of the generator's weights that validations
     score and saves write instead of the last step's weights (0: off; 0.995 averages over
     about the last 200 steps once past the warm-up, over about the last ninth of the steps so
-    far before; :mod:`evogan.gan3d.weight_average`). ``lr_decay_from``: the fraction of the
+    far before; :mod:`evogan.gan3d.training.weight_average`). ``lr_decay_from``: the fraction of the
     ``epochs`` after which both learning rates fall linearly towards 0 at the last step (1: a
-    constant rate; :mod:`evogan.gan3d.lr_decay`).
+    constant rate; :mod:`evogan.gan3d.training.lr_decay`).
     """
 
     mode: Literal["sync", "arar"] = "sync"

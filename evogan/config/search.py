@@ -1,7 +1,7 @@
 """The ``task: search`` config: an architecture search campaign over the 3DGAN spec.
 
 A campaign samples genomes from a search ``space`` (genes that set values of a base
-:class:`~evogan.gan3d.spec.GanSpec`), trains each candidate for a short ``budget`` on the
+:class:`~evogan.gan3d.model.spec.GanSpec`), trains each candidate for a short ``budget`` on the
 data-parallel trainer with one rank group, scores it by physics validation over an ensemble of
 ``fitness.members`` trainings, and searches with a GA (``backend: ga``, islands of rank groups),
 Optuna (``backend: optuna``, one rank owns the study) or Population Based Training
@@ -20,7 +20,7 @@ from evogan.config.data import DataConfig
 from evogan.config.parallel import ParallelConfig
 from evogan.config.regressor import tensorboard_installed
 from evogan.errors import ConfigError
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.spec import GanSpec
 
 
 class GeneConfig(StrictModel):

@@ -14,7 +14,7 @@ def zero_below(cells: np.ndarray, threshold: float) -> None:
     """In place on float32 ``cells``: cells below ``threshold`` (GeV) -> 0, negative ones too;
     a cell equal to the threshold is kept. NaN is left as it is.
 
-    torch's fused in-place threshold is about twice as fast as numpy's compare-and-multiply
+    torch's fused in-place threshold is about twice as numpy's compare-and-multiply
     and shares the memory; it zeroes x <= t, so t is the float32 just below the threshold.
     """
     import torch  # here, not at the top: commands that only open files stay fast to start

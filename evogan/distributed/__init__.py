@@ -1,4 +1,6 @@
-"""The mpi4py layer: communicator layout, asynchronous rings, tags, failure propagation.
+"""The mpi4py layer: communicator layout, asynchronous rings, tags, failure propagation, and the
+data-parallel gradient exchanges over any list of torch parameters (``gradients``: sync
+all-reduce, SAGIPS ARAR rings; ``overlap``: the sync average started from gradient hooks).
 
 Names that need MPI are imported on first use, so importing :mod:`evogan.distributed.failure`
 (as the CLI does for every command) does not start MPI in single-process commands.

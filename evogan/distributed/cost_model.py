@@ -8,9 +8,9 @@ the messages the code actually sends (docs/scaling.md derives each formula):
 
 - :func:`migration_generation`: island migration (:class:`evogan.islands.migration.Migration`)
   and the async stop agreement (:class:`evogan.distributed.signals.StopAgreement`);
-- :func:`sync_step`: sync data parallelism (:class:`evogan.gan3d.data_parallel.SyncAllreduce`,
+- :func:`sync_step`: sync data parallelism (:class:`evogan.distributed.gradients.SyncAllreduce`,
   one ``Allreduce`` per bucket) plus the blocking stop round of every step;
-- :func:`arar_step`: SAGIPS ARAR (:class:`evogan.gan3d.data_parallel.RingExchange` over
+- :func:`arar_step`: SAGIPS ARAR (:class:`evogan.distributed.gradients.RingExchange` over
   :class:`evogan.distributed.ring.AsyncRing`).
 
 Sync's blocking exchanges also wait for the slowest rank: :func:`straggler_wait` charges the
@@ -186,7 +186,7 @@ def allreduce_seconds(
 
 
 def buckets(nbytes: int, bucket_bytes: int) -> list[int]:
-    """Sizes of the fused buckets :class:`~evogan.gan3d.data_parallel.FlatBuffer` cuts a
+    """Sizes of the fused buckets :class:`~evogan.distributed.gradients.FlatBuffer` cuts a
     float32 buffer of ``nbytes`` into (``trainer.bucket_mb``)."""
     step = max(4, bucket_bytes // 4 * 4)
     return [min(step, nbytes - lo) for lo in range(0, nbytes, step)]

@@ -2,7 +2,7 @@
 
 :class:`MpiGroup` has the interface of :class:`~evogan.distributed.torch_group.TorchGroup`
 (``size``, ``allreduce`` returning work to ``wait()`` on, ``close``) over an MPI communicator,
-so :class:`~evogan.gan3d.overlap.OverlappedAllreduce` overlaps the CPU path without a gloo
+so :class:`~evogan.distributed.overlap.OverlappedAllreduce` overlaps the CPU path without a gloo
 group: each bucket is one non-blocking ``Iallreduce`` on its contiguous host tensor (mpi4py
 reads torch tensors through DLPack). MPI libraries progress non-blocking collectives mostly
 inside MPI calls, so every start also tests the all-reduces still in flight.

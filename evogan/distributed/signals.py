@@ -154,7 +154,7 @@ def catch_stop_signals(flag: StopFlag) -> Iterator[StopFlag]:
 
 @contextmanager
 def report_stop_signals(record: Callable[[str], None]) -> Iterator[None]:
-    """Call ``record(name)`` from a thread as soon as the first stop signal arrives. Python
+    """Call ``record(name)`` from a thread as the first stop signal arrives. Python
     runs signal handlers in the main thread between bytecodes, which may be waiting in MPI or
     a long kernel; the interpreter's wakeup file descriptor is written by the C handler at
     once (only in the main thread can it be set: elsewhere nothing is reported)."""

@@ -1,10 +1,11 @@
-"""Ensembles of 3DGAN generators: selection score, mean prediction and uncertainty.
+"""Ensembles of scored shower sets: selection score, mean prediction and uncertainty.
 
 The selection quantity of an ensemble of K members is the mean of the members' selection
 scores plus ``beta`` times their spread (population std), never the score of the averaged
 observables: averaging would let a member with too little energy and one with too much cancel
-into a perfect-looking mean. A member that fails to generate or makes only empty showers scores
-:data:`evogan.physics.WORST`, like any other worst-class set.
+into a perfect-looking mean. A member whose showers are all empty scores
+:data:`evogan.physics.WORST`, like any other worst-class set (so does a generator that fails to
+run: :func:`evogan.gan3d.model.generate.score_generator`).
 
 For the figures and JSON, the ensemble prediction of an observable O and its uncertainty follow
 SAGIPS equations 7-8, over members fed the *same* noise and conditions::
@@ -16,18 +17,13 @@ SAGIPS equations 7-8, over members fed the *same* noise and conditions::
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from evogan.errors import EvoganError
-from evogan.gan3d.networks import Generator
-from evogan.gan3d.spec import GanSpec
 from evogan.physics.features import PROFILES, FeatureTable
-from evogan.physics.score import Reference, Validation, energy_bin, worst_validation
-from evogan.physics.validation import generate_showers
+from evogan.physics.score import Validation, energy_bin
 
 BETA = 1.0
 """Default weight of the members' spread: an ensemble is ranked by a one-sigma upper score."""
@@ -121,44 +117,3 @@ def combine(members: Sequence[Validation], edges: np.ndarray, beta: float = BETA
             stacked[k, : len(p[name])] = p[name]
         mean[name], std[name] = ensemble_moments(stacked)
     return EnsembleResult(list(members), beta, mean, std)
-
-
-def score_generator(
-    reference: Reference,
-    spec: GanSpec,
-    generator: Generator,
-    energy: np.ndarray,
-    theta: np.ndarray | None,
-    seed: int,
-    batch_size: int = 128,
-    on_batch: Callable[[int], None] | None = None,
-    precision: str = "float32",
-) -> Validation:
-    """One generator's showers for the reference's conditions, scored; the noise is a fresh
-    stream from ``seed`` (every ensemble member sees the same noise), the generator runs in
-    ``precision`` (:func:`generate_showers`). A generator that fails to run scores worst, with
-    the reason."""
-    rng = torch.Generator().manual_seed(seed)
-    angle = theta if spec.conditioning.angle else None
-    try:
-        showers = generate_showers(
-            spec, generator, energy, angle, rng, batch_size, on_batch, precision
-        )
-    except (RuntimeError, ValueError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return worst_validation(len(energy), len(energy), f"generator failed: {first}")
-    return reference.score(showers, energy, theta)
-
-
-def check_compatible(specs: Sequence[GanSpec]) -> None:
-    """Members must read the same latent (size, conditioning) and make the same shape."""
-    first = specs[0]
-    key = (first.latent_size, first.conditioning, tuple(first.output_shape))
-    for index, spec in enumerate(specs[1:], start=2):
-        other = (spec.latent_size, spec.conditioning, tuple(spec.output_shape))
-        if other != key:
-            raise EvoganError(
-                f"ensemble member {index} ({spec.name}) must share latent size, conditioning and "
-                f"output shape with member 1 ({first.name}) to see the same noise; got "
-                f"{other[0]}/{other[2]} vs {key[0]}/{key[2]}"
-            )

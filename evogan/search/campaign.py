@@ -34,7 +34,7 @@ from evogan.config.base import dump, read_yaml, validate
 from evogan.config.search import SearchConfig
 from evogan.distributed.launcher import resume_line
 from evogan.errors import ConfigError, EvoganError
-from evogan.gan3d.spec import load_spec
+from evogan.gan3d.model.spec import load_spec
 from evogan.store import RunDir, read_metrics
 from evogan.store.metrics import append_synced
 from evogan.store.state_files import read_state, repair_torn_tail, require_keys, torn_tail

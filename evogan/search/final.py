@@ -41,8 +41,8 @@ from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopAgreement, StopFlag, catch_stop_signals
 from evogan.engine.seeding import derive_seed
 from evogan.errors import EvoganError, RunStopped
-from evogan.gan3d.parallel import mode_for
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.spec import GanSpec
+from evogan.gan3d.training.modes import mode_for
 from evogan.logs import labelled_stdout
 from evogan.physics import WORST as WORST_SCORE
 from evogan.progress import hushed

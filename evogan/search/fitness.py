@@ -4,9 +4,9 @@ Every rank of the group calls :func:`evaluate` with the same candidate. The cand
 trained ``trainings`` times (one ensemble member per training in sync mode, one per rank in arar
 mode, where every rank keeps its own discriminator), with the same member seeds for every
 candidate (common random numbers make candidates comparable). Each training runs on a
-:class:`~evogan.gan3d.trainer.GanTrainer` in this process: a ``steps`` or ``epochs`` budget trains
-once, a ``seconds`` budget trains epoch by epoch while time is left, and the trainer's own epoch
-records tell whether the losses stayed finite. Each member's generator is scored
+:class:`~evogan.gan3d.training.trainer.GanTrainer` in this process: a ``steps`` or ``epochs`` budget
+trains once, a ``seconds`` budget trains epoch by epoch while time is left, and the trainer's own
+epoch records tell whether the losses stayed finite. Each member's generator is scored
 against held-out showers by :class:`evogan.physics.Reference` (``fitness.metric``, default the
 selection score, finite for any showers: empty ones score worst-class); members are scored in
 parallel across the group's ranks. ``fitness = mean + beta x std`` of member scores; the row
@@ -38,11 +38,11 @@ from evogan.config.search import MIN_TEST_EVENTS, SearchConfig
 from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import derive_seed
 from evogan.errors import ConfigError, DataError
-from evogan.gan3d.parallel import mode_for
-from evogan.gan3d.spec import GanSpec, check_window, discriminator_layers, generator_layers
+from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.spec import GanSpec, check_window, discriminator_layers, generator_layers
+from evogan.gan3d.training.modes import mode_for
 from evogan.physics import WORST as WORST_SCORE
 from evogan.physics import Reference, Validation
-from evogan.physics.validation import generate_showers
 from evogan.search.members import MemberTraining, clear_workdir, failure_of, train_pruned
 from evogan.search.rungs import Decide, rung_key, rung_plan
 
@@ -101,7 +101,7 @@ class Scorer:
     def score(self, path: Path) -> float:
         """``fitness.metric`` of the generator file ``path`` (lower is better): NaN when its
         showers are not finite (training diverged), else finite."""
-        from evogan.gan3d.model_file import load_generator
+        from evogan.gan3d.model.model_file import load_generator
 
         spec, generator, _meta = load_generator(path)
         theta = self.theta if spec.conditioning.angle else None

@@ -21,8 +21,8 @@ import yaml
 
 from evogan.config.base import dump, validate
 from evogan.config.gan import Gan3dConfig
-from evogan.gan3d.checkpoint import MARKER
-from evogan.gan3d.spec import GanSpec, discriminator_layers, generator_layers
+from evogan.gan3d.model.spec import GanSpec, discriminator_layers, generator_layers
+from evogan.gan3d.training.checkpoint import MARKER
 from evogan.store import RunDir, load_weights, save_weights
 
 INHERITED = "inherited.json"

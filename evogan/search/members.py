@@ -25,8 +25,8 @@ from evogan.config.regressor import RunConfig
 from evogan.config.search import SearchConfig
 from evogan.distributed.mpi import MPI
 from evogan.errors import DataError, EvoganError
-from evogan.gan3d.spec import GanSpec
-from evogan.gan3d.trainer import GanTrainer
+from evogan.gan3d.model.spec import GanSpec
+from evogan.gan3d.training.trainer import GanTrainer
 from evogan.search.inherit import seed_from_parent
 from evogan.search.rungs import Decide, Pruned, RungPlan, train_in_rungs
 

@@ -200,8 +200,8 @@ def _rung_score(
 ) -> float:
     """Mean score of the members' current generators (files under ``workdir/rungs``, scored
     in parallel across the group's ranks)."""
-    from evogan.gan3d.conditions import KEY
-    from evogan.gan3d.model_file import save_generator
+    from evogan.gan3d.model.conditions import KEY
+    from evogan.gan3d.model.model_file import save_generator
 
     group = training.group
     folder = workdir / "rungs"

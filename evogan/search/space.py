@@ -5,7 +5,7 @@ into the campaign table). A per-block gene holds one value per possible block (t
 its blocks gene); only the first n are *active*, n the value of the blocks gene, so mutation of
 the count keeps the inactive genes for later (the usual encoding of conditional genes).
 :meth:`Space.spec` applies a genome to the base spec and validates the result, which runs the
-shape arithmetic of :mod:`evogan.gan3d.spec`: an impossible candidate is known before
+shape arithmetic of :mod:`evogan.gan3d.model.spec`: an impossible candidate is known before
 anything is allocated.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 from evogan.config.base import validate
 from evogan.config.search import GeneConfig
 from evogan.errors import ConfigError
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.spec import GanSpec
 
 Genome = dict[str, Any]
 

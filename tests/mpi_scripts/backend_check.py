@@ -18,10 +18,10 @@ import torch
 from mpi4py import MPI
 
 from evogan.distributed import guard, world_comm
+from evogan.distributed.gradients import SyncAllreduce, broadcast_parameters
 from evogan.distributed.mpi_group import MpiGroup
+from evogan.distributed.overlap import OverlappedAllreduce
 from evogan.distributed.torch_group import TorchGroup
-from evogan.gan3d.data_parallel import SyncAllreduce, broadcast_parameters
-from evogan.gan3d.overlap import OverlappedAllreduce
 
 
 def train(comm: MPI.Comm, backend: str, steps: int, global_batch: int) -> dict:

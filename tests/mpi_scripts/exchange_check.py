@@ -17,7 +17,7 @@ import torch
 from mpi4py import MPI
 
 from evogan.distributed import guard, split_layout, world_comm
-from evogan.gan3d.data_parallel import RingExchange, SyncAllreduce, broadcast_parameters
+from evogan.distributed.gradients import RingExchange, SyncAllreduce, broadcast_parameters
 
 
 def parse() -> argparse.Namespace:

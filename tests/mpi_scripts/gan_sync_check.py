@@ -16,8 +16,8 @@ from mpi4py import MPI
 
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed import guard, split_layout, world_comm
-from evogan.gan3d.parallel import build_parallel_step
-from evogan.gan3d.spec import GanSpec, load_spec
+from evogan.gan3d.model.spec import GanSpec, load_spec
+from evogan.gan3d.training.modes import build_parallel_step
 
 
 def exact_spec(path: str) -> GanSpec:

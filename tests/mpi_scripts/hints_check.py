@@ -25,8 +25,8 @@ def main() -> None:
 
     from evogan.config import load_config
     from evogan.distributed import world_comm
-    from evogan.gan3d import precision
-    from evogan.gan3d.trainer import GanTrainer
+    from evogan.gan3d.model import precision
+    from evogan.gan3d.training.trainer import GanTrainer
 
     precision.cpu_has_amx_bf16 = lambda: True
     world = world_comm()

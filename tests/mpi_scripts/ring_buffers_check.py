@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from evogan.distributed import guard, split_layout, world_comm
-from evogan.gan3d.data_parallel import RingExchange
+from evogan.distributed.gradients import RingExchange
 
 STEPS = 6
 VALUES = 7

@@ -19,15 +19,15 @@ from pathlib import Path
 
 from evogan.config import load_config
 from evogan.distributed import guard
-from evogan.gan3d.loop import StepInfo
-from evogan.gan3d.trainer import train_gan3d
+from evogan.gan3d.training.epoch_loop import StepInfo
+from evogan.gan3d.training.trainer import train_gan3d
 
 
 def signal_inside_first_checkpoint(rank: int) -> None:
     """SIGTERM to this process, on ``rank``, as its first checkpoint file is being written."""
     from mpi4py import MPI
 
-    from evogan.gan3d import checkpoint
+    from evogan.gan3d.training import checkpoint
 
     if MPI.COMM_WORLD.rank != rank:
         return

@@ -24,7 +24,7 @@ import torch
 from evogan import __version__
 from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
-from evogan.gan3d.weight_average import WeightAverage
+from evogan.gan3d.training.weight_average import WeightAverage
 from evogan.optimizer import RMSprop
 from evogan.store import load_weights, save_weights
 from evogan.store.folders import require_inside

@@ -7,7 +7,7 @@ bf16, while parameters, gradients and optimiser states stay float32. What is not
 (8 bits of mantissa) stays float32: generated showers are cast back to float32 before the
 discriminator reads them (:meth:`ForwardOptions.image`), so its fixed ECAL-sum and angle heads
 (sums over 65,025 cells) and the width term are float32, and every loss term is computed from
-float32 outputs (:func:`evogan.gan3d.losses.gan_loss`). bf16 has float32's exponent range, so
+float32 outputs (:func:`evogan.gan3d.model.losses.gan_loss`). bf16 has float32's exponent range, so
 no loss scaling is needed.
 
 ``trainer.channels_last`` stores conv weights and images as ``torch.channels_last_3d``
@@ -15,8 +15,8 @@ no loss scaling is needed.
 both networks' forward in place (``nn.Module.compile``: parameter names, checkpoints and
 hooks stay as they are); where torch.compile does not work (no compiler, an unsupported Python)
 :func:`compile_problem` says why and the training runs eagerly. ``trainer.convolution: fft``
-runs the large-kernel convolutions as float32 FFT products (:mod:`evogan.gan3d.convolution`),
-which pays on GPUs and not on CPUs (docs/benchmarks.md).
+runs the large-kernel convolutions as float32 FFT products
+(:mod:`evogan.gan3d.kernels.convolution`), which pays on GPUs and not on CPUs (docs/benchmarks.md).
 
 The defaults (float32, contiguous, eager, direct convolutions) are the reference every option
 is checked against (``tests/test_gan_precision.py``).
@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from evogan.errors import EvoganError
-from evogan.gan3d.blocks import mark_compiled
-from evogan.gan3d.convolution import set_convolution
+from evogan.gan3d.kernels import set_convolution
+from evogan.gan3d.model.blocks import mark_compiled
 
 
 @dataclass(frozen=True)

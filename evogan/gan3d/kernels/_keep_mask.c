@@ -1,7 +1,7 @@
 /* Dropout keep-masks from a counter hash, split over POSIX threads.
  *
  * keep[i] = (mix32((mix32(i) + key) mod 2^32) >> 8) >= threshold: the mask that
- * evogan.gan3d.blocks.counter_uniform(key, shape) >= p gives, with threshold = ceil(p * 2^24)
+ * evogan.gan3d.model.blocks.counter_uniform(key, shape) >= p gives, with threshold = ceil(p * 2^24)
  * in float32, computed by the caller. torch draws a CPU generator's numbers one after another
  * on one thread; a hash of the element's index is the same mask on any number of threads. */
 #include <pthread.h>

@@ -35,7 +35,7 @@ Init = Literal["he_uniform", "glorot_uniform", "glorot_normal"]
 class GeneratorBlock(StrictModel):
     """upsample -> ZeroPadding3D -> Conv3D -> [noise] -> activation -> [BatchNorm] (Keras
     order); ``noise`` adds per-cell Gaussian noise with a learned per-channel scale before the
-    activation (:class:`evogan.gan3d.blocks.NoiseInjection`; not in the Keras originals)."""
+    activation (:class:`evogan.gan3d.model.blocks.NoiseInjection`; not in the Keras originals)."""
 
     filters: PositiveInt
     kernel: Triple
@@ -101,12 +101,11 @@ class LossWeights(StrictModel):
     """Weights of BCE(real/fake), MAPE(energy), MAE(angle), MAPE(ECAL sum), and of two
     generator-only batch terms (0: off, as in the originals).
 
-    ``width`` weights the percentage difference between the mean transverse width of the
-    generated batch and of the real batch it is paired with (same energies);
-    ``sampling_fraction`` the same for the mean ECAL sum / primary energy; ``hits`` the same
-    for the mean soft count of cells above 3e-4 GeV (:func:`~evogan.gan3d.losses.soft_hit_count`).
-    They match batch means, not each shower, so they do not shrink the shower-to-shower spread
-    the way a per-shower target would.
+    ``width`` weights the percentage difference between the mean transverse width of the generated
+    batch and of the real batch it is paired with (same energies); ``sampling_fraction`` the same
+    for the mean ECAL sum / primary energy; ``hits`` the same for the mean soft count of cells above
+    3e-4 GeV (:func:`~evogan.gan3d.model.losses.soft_hit_count`). They match batch means, not each
+    shower, so they do not shrink the shower-to-shower spread the way a per-shower target would.
     """
 
     real_fake: float = Field(default=3.0, ge=0)

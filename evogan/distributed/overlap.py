@@ -7,7 +7,7 @@ them, about ``bucket_bytes`` per bucket); a full bucket starts a non-blocking al
 backward goes on with earlier layers. Buckets start strictly in index order, so every rank
 issues the same collectives in the same order whatever order its hooks fire in (as PyTorch
 DDP's reducer does). :meth:`exchange` after the backward pass starts what is left (a parameter
-without a gradient counts as zero, as in :class:`~evogan.gan3d.data_parallel.SyncAllreduce`),
+without a gradient counts as zero, as in :class:`~evogan.distributed.gradients.SyncAllreduce`),
 waits, scales by 1/ranks and writes the averages into ``.grad``; its measured seconds are the
 communication the backward pass did not hide.
 
@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
+from evogan.distributed.gradients import DEFAULT_BUCKET_BYTES, ExchangeStats, GradientExchange
 from evogan.distributed.mpi_group import MpiGroup
 from evogan.distributed.torch_group import TorchGroup
-from evogan.gan3d.data_parallel import DEFAULT_BUCKET_BYTES, ExchangeStats, GradientExchange
 
 
 @dataclass

@@ -4,7 +4,7 @@ Ranks meet at every epoch end: rank 0 gathers every rank's figures into one JSON
 losses, samples/s of the whole job, share of step time spent exchanging gradients). Checkpoints
 are committed every ``checkpoint.every_epochs`` epochs, mid-epoch once
 ``checkpoint.every_seconds`` have passed, and when the ranks agreed to stop
-(:mod:`evogan.gan3d.cadence`). A checkpoint holds the position (epoch, step) and the
+(:mod:`evogan.gan3d.training.cadence`). A checkpoint holds the position (epoch, step) and the
 partial sums of the epoch, so a resumed run replays the epoch's batch order, skips the steps it
 already took and continues exactly where it stopped.
 """
@@ -24,11 +24,11 @@ from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout
 from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import numpy_generator
-from evogan.gan3d import checkpoint as ckpt
-from evogan.gan3d.cadence import CHECKPOINT, VALIDATE, Cadence
-from evogan.gan3d.lr_decay import lr_factor
-from evogan.gan3d.parallel import Mode, ParallelGanStep
-from evogan.gan3d.validation import TrainingValidation
+from evogan.gan3d.training import checkpoint as ckpt
+from evogan.gan3d.training.cadence import CHECKPOINT, VALIDATE, Cadence
+from evogan.gan3d.training.lr_decay import lr_factor
+from evogan.gan3d.training.modes import Mode, ParallelGanStep
+from evogan.gan3d.training.validation import TrainingValidation
 from evogan.progress import progress
 from evogan.store import MetricsWriter, RunDir
 
@@ -166,31 +166,45 @@ def draw_learning_curve(run: RunDir) -> None:
     plot_learning_curve(run.metrics(), run.file(LEARNING_CURVE), title=run.name)
 
 
+@dataclass(frozen=True)
+class EpochPlan:
+    """What the loop trains: the ``trainer:`` settings, the root seed, a checkpoint every
+    ``checkpoint_every`` epochs, ``batch`` showers per rank and step, ``steps`` per epoch."""
+
+    settings: ParallelConfig
+    seed: int
+    checkpoint_every: int
+    batch: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class LoopParts:
+    """What the loop trains with: the parallel ``mode`` and this rank's ``parallel`` step over
+    ``layout``, the ``run`` directory, the shard's ``chunks``, the ``cadence`` the ranks agree
+    on, and the ``validation`` (None: off)."""
+
+    mode: Mode
+    layout: Layout
+    parallel: ParallelGanStep
+    run: RunDir
+    chunks: Callable[[], Iterator[Any]]
+    cadence: Cadence
+    validation: TrainingValidation | None
+
+
 class EpochLoop:
     """Trains epochs from a :class:`Position` up to a target epoch (collective); one loop
-    serves every :meth:`run_epochs` call of a training, so its checkpoint serial, cadence and
-    validation state carry over from call to call."""
+    serves every :meth:`run_epochs` call of a training, so its checkpoint serial (from
+    ``serial``), cadence and validation state carry over from call to call."""
 
-    def __init__(
-        self,
-        settings: ParallelConfig,
-        mode: Mode,
-        seed: int,
-        checkpoint_every: int,
-        layout: Layout,
-        parallel: ParallelGanStep,
-        run: RunDir,
-        chunks: Callable[[], Iterator[Any]],
-        shape: tuple[int, int],
-        cadence: Cadence,
-        validation: TrainingValidation | None,
-        serial: int,
-    ) -> None:
-        self.settings, self.mode, self.seed = settings, mode, seed
-        self.checkpoint_every = checkpoint_every
-        self.world, self.parallel, self.run, self.chunks = layout.world, parallel, run, chunks
-        self.batch, self.steps = shape
-        self.cadence, self.validation, self.serial = cadence, validation, serial
+    def __init__(self, plan: EpochPlan, parts: LoopParts, serial: int) -> None:
+        self.settings, self.seed = plan.settings, plan.seed
+        self.checkpoint_every = plan.checkpoint_every
+        self.batch, self.steps = plan.batch, plan.steps
+        self.mode, self.world, self.parallel = parts.mode, parts.layout.world, parts.parallel
+        self.run, self.chunks = parts.run, parts.chunks
+        self.cadence, self.validation, self.serial = parts.cadence, parts.validation, serial
         self.lead = self.world.rank == 0
         self.metrics: MetricsWriter | None = None
         self.records: list[dict[str, Any]] = []

@@ -25,22 +25,22 @@ import torch
 
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import GroupSize, Layout
-from evogan.distributed.mpi_group import MpiGroup
-from evogan.distributed.torch_group import TorchGroup
-from evogan.engine.seeding import torch_generator
-from evogan.gan3d import checkpoint as ckpt
-from evogan.gan3d.data_parallel import (
+from evogan.distributed.gradients import (
     GradientExchange,
     RingExchange,
     SyncAllreduce,
     broadcast_parameters,
 )
-from evogan.gan3d.networks import Discriminator, Generator, build_models
-from evogan.gan3d.overlap import OverlappedAllreduce
-from evogan.gan3d.precision import ForwardOptions
-from evogan.gan3d.spec import GanSpec
-from evogan.gan3d.step import GanStep
-from evogan.gan3d.weight_average import WeightAverage
+from evogan.distributed.mpi_group import MpiGroup
+from evogan.distributed.overlap import OverlappedAllreduce
+from evogan.distributed.torch_group import TorchGroup
+from evogan.engine.seeding import torch_generator
+from evogan.gan3d.model.networks import Discriminator, Generator, build_models
+from evogan.gan3d.model.spec import GanSpec
+from evogan.gan3d.training import checkpoint as ckpt
+from evogan.gan3d.training.setup import CPU, RankSetup
+from evogan.gan3d.training.step import GanStep
+from evogan.gan3d.training.weight_average import WeightAverage
 from evogan.store import BEST_MODEL
 
 ENSEMBLE = "generators"
@@ -167,16 +167,11 @@ class Mode(ABC):
         spec: GanSpec,
         layout: Layout,
         seed: int,
-        device: str = "cpu",
-        *,
-        backend: str = "mpi",
-        forward: ForwardOptions | None = None,
-        ring_device: str | None = None,
+        rank: RankSetup = CPU,
     ) -> ParallelGanStep:
-        """Networks, optimisers, random streams and exchanges of this rank (collective);
-        ``backend`` carries sync mode's all-reduce (see :func:`evogan.gan3d.setup.rank_backend`),
-        ``ring_device`` holds arar's ring buffers (None: host memory;
-        :func:`evogan.gan3d.setup.ring_device`)."""
+        """Networks, optimisers, random streams and exchanges of this rank (collective), on
+        ``rank``'s device, with its forward options, all-reduce backend (sync) and ring buffers
+        (arar)."""
 
     @abstractmethod
     def members(self, ranks: int) -> int:
@@ -200,17 +195,14 @@ class SyncMode(Mode):
         spec: GanSpec,
         layout: Layout,
         seed: int,
-        device: str = "cpu",
-        *,
-        backend: str = "mpi",
-        forward: ForwardOptions | None = None,
-        ring_device: str | None = None,
+        rank: RankSetup = CPU,
     ) -> ParallelGanStep:
         world = layout.world
         # identical replicas (the broadcasts below also guard against drift)
         generator, discriminator = build_models(spec, torch_generator(seed, "gan3d", "init"))
+        device, backend = rank.device, rank.backend
         rng = torch_generator(seed, "gan3d", "step", device=device)
-        step = GanStep(spec, generator, discriminator, rng, device, forward)
+        step = GanStep(spec, generator, discriminator, rng, device, rank.forward)
         broadcast_parameters(world, generator.parameters())
         step.shard = (world.rank, world.size)
         broadcast_parameters(world, discriminator.parameters())
@@ -249,20 +241,16 @@ class ArarMode(Mode):
         spec: GanSpec,
         layout: Layout,
         seed: int,
-        device: str = "cpu",
-        *,
-        backend: str = "mpi",
-        forward: ForwardOptions | None = None,
-        ring_device: str | None = None,
+        rank: RankSetup = CPU,
     ) -> ParallelGanStep:
-        rank = layout.world.rank
+        index = layout.world.rank
         # one shared generator start, a discriminator of its own on every rank
         generator = Generator(spec, torch_generator(seed, "gan3d", "init"))
         discriminator = Discriminator(
-            spec, torch_generator(seed, "gan3d", "init-discriminator", rank)
+            spec, torch_generator(seed, "gan3d", "init-discriminator", index)
         )
-        rng = torch_generator(seed, "gan3d", "step", rank, device=device)
-        step = GanStep(spec, generator, discriminator, rng, device, forward)
+        rng = torch_generator(seed, "gan3d", "step", index, device=rank.device)
+        step = GanStep(spec, generator, discriminator, rng, rank.device, rank.forward)
         broadcast_parameters(layout.world, generator.parameters())
         settings = self.settings
         ring = RingExchange(
@@ -270,7 +258,7 @@ class ArarMode(Mode):
             generator.parameters(),
             rma=settings.rma,
             depth=settings.ring_depth,
-            device=ring_device,
+            device=rank.ring_device,
         )
         return ParallelGanStep(step, ring, None)
 
@@ -294,13 +282,7 @@ def build_parallel_step(
     settings: ParallelConfig,
     layout: Layout,
     seed: int,
-    device: str = "cpu",
-    *,
-    backend: str = "mpi",
-    forward: ForwardOptions | None = None,
-    ring_device: str | None = None,
+    rank: RankSetup = CPU,
 ) -> ParallelGanStep:
     """This rank's parallel step for ``settings.mode`` (collective)."""
-    return mode_for(settings).build(
-        spec, layout, seed, device, backend=backend, forward=forward, ring_device=ring_device
-    )
+    return mode_for(settings).build(spec, layout, seed, rank)

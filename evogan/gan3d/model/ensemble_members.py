@@ -1,5 +1,5 @@
 """Which generator files form an ensemble: run directories expanded, duplicates counted once,
-runs of different specs or data refused.
+runs of different specs or data refused, members that would not see the same noise refused.
 
 A data-parallel run writes one generator per rank (``RUN/generators/rank-NNNNN.h5``) and a
 ``best_model.h5`` that may be a byte-identical copy of one of them; counting both would give an
@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from evogan.errors import EvoganError
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.spec import GanSpec
 from evogan.store.rundir import BEST_MODEL, CONFIG
 
 GENERATORS = "generators"  # the per-rank generator folder of a gan3d run
@@ -33,7 +33,7 @@ def digest(path: Path) -> str:
 def expand(path: Path) -> list[Path]:
     """A run directory's per-rank generators (its generator when it has none); a file as is;
     a directory of runs (a search candidate's members) each run's."""
-    from evogan.gan3d.model_file import find_generator, runs_below
+    from evogan.gan3d.model.model_file import find_generator, runs_below
 
     if not path.is_dir():
         return [find_generator(path)]
@@ -93,3 +93,17 @@ def check_origin(paths: Sequence[Path], specs: Sequence[GanSpec]) -> list[str]:
         names = ", ".join(str(r) for r in sorted(runs))
         return [f"ensemble mixes {len(runs)} runs of spec {specs[0].name!r}: {names}"]
     return []
+
+
+def check_compatible(specs: Sequence[GanSpec]) -> None:
+    """Members must read the same latent (size, conditioning) and make the same shape."""
+    first = specs[0]
+    key = (first.latent_size, first.conditioning, tuple(first.output_shape))
+    for index, spec in enumerate(specs[1:], start=2):
+        other = (spec.latent_size, spec.conditioning, tuple(spec.output_shape))
+        if other != key:
+            raise EvoganError(
+                f"ensemble member {index} ({spec.name}) must share latent size, conditioning and "
+                f"output shape with member 1 ({first.name}) to see the same noise; got "
+                f"{other[0]}/{other[2]} vs {key[0]}/{key[2]}"
+            )

@@ -7,7 +7,7 @@ which snapshot a validation happens to catch decides the energy scale of the sav
 (docs/benchmarks.md). Averaging the weights over the last few hundred steps (Yazici et al.,
 "The unusual effectiveness of averaging in GAN training", 2019) scores where the oscillation is
 centred instead. Batch-norm statistics are not averaged: validation recomputes them at the
-averaged weights (:mod:`evogan.gan3d.standing_stats`).
+averaged weights (:mod:`evogan.gan3d.training.standing_stats`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import copy
 
 import torch
 
-from evogan.gan3d.networks import Generator
+from evogan.gan3d.model.networks import Generator
 
 WARMUP_STEPS = 10
 """The decay ramps up as (1 + n) / (WARMUP_STEPS + n) over the first updates, so the average

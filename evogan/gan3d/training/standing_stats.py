@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from evogan.gan3d.networks import Generator, sample
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.networks import Generator, sample
+from evogan.gan3d.model.spec import GanSpec
 
 
 def batch_norms(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:

@@ -5,7 +5,7 @@ The reference (features of ``trainer.validation_events`` showers of the test spl
 from the training showers) is built once, on rank 0; every validation generates showers for the
 same primaries and angles from the same noise stream, so two scores differ by what the
 generator learned, not by the draw. The scored generator is a copy (the training state is not
-touched) with standing batch-norm statistics (:mod:`evogan.gan3d.standing_stats`) computed
+touched) with standing batch-norm statistics (:mod:`evogan.gan3d.training.standing_stats`) computed
 for the reference's primaries from their own noise stream; without them (``standing_batches:
 0``) a sync run's copy has the ranks' running statistics averaged, as for the saved model.
 """
@@ -13,18 +13,19 @@ for the reference's primaries from their own noise stream; without them (``stand
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from evogan.distributed.gradients import average_tensors
 from evogan.distributed.mpi import MPI
 from evogan.engine.seeding import torch_generator
-from evogan.gan3d.data_parallel import average_tensors
-from evogan.gan3d.model_file import finite_weights, save_generator
-from evogan.gan3d.networks import Generator
-from evogan.gan3d.spec import GanSpec
-from evogan.gan3d.standing_stats import standing_statistics
+from evogan.gan3d.model.model_file import finite_weights, save_generator
+from evogan.gan3d.model.networks import Generator
+from evogan.gan3d.model.spec import GanSpec
+from evogan.gan3d.training.standing_stats import standing_statistics
 from evogan.progress import progress
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir
 
@@ -53,31 +54,36 @@ def averaged_generator(world: MPI.Comm, generator: Generator, replicas: bool) ->
     return model
 
 
-class TrainingValidation:
-    """Scores generators against one fixed reference; rank 0 holds the state.
+@dataclass(frozen=True)
+class ValidationPlan:
+    """What every validation of one training does: the ``spec`` and root ``seed`` of its noise
+    streams, the score's energy ``bins``; ``replicas``: the ranks hold the same networks (sync
+    mode), so rank 0's generator is scored with the ranks' mean batch-norm statistics;
+    ``standing``: (batches, showers per batch) of the standing statistics, ``(0, n)`` for none;
+    ``meta``: what every ``best_model.h5`` it saves records besides its score (the training
+    conditions)."""
 
-    ``replicas``: the ranks hold the same networks (sync mode), so rank 0's generator is scored
-    with the ranks' mean batch-norm statistics. ``standing``: (batches, showers per batch) of
-    the standing statistics, ``(0, n)`` for none. ``meta``: what every ``best_model.h5`` it
-    saves records besides its score (the training conditions)."""
+    spec: GanSpec
+    seed: int
+    bins: int
+    replicas: bool
+    standing: tuple[int, int]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class TrainingValidation:
+    """Scores generators against one fixed reference (``held_out`` showers) as ``plan`` says;
+    rank 0 holds the state. ``best``: the best score so far (None: none yet)."""
 
     def __init__(
-        self,
-        spec: GanSpec,
-        seed: int,
-        bins: int,
-        replicas: bool,
-        world: MPI.Comm,
-        held_out: Any,
-        best: float | None,
-        standing: tuple[int, int],
-        meta: dict[str, Any],
+        self, plan: ValidationPlan, world: MPI.Comm, held_out: Any, best: float | None = None
     ) -> None:
         from evogan.physics import Reference
         from evogan.physics.score import FLOOR_SPLITS
 
-        self.spec, self.seed, self.replicas, self.standing = spec, seed, replicas, standing
-        self.world, self.meta = world, meta
+        spec, seed, bins = plan.spec, plan.seed, plan.bins
+        self.spec, self.seed, self.replicas = spec, seed, plan.replicas
+        self.standing, self.world, self.meta = plan.standing, world, plan.meta
         self.best = best
         self.reference = self.floor = self.spread = None
         if world.rank == 0:
@@ -145,7 +151,7 @@ class TrainingValidation:
         return model
 
     def _generate(self, model: Generator) -> np.ndarray:
-        from evogan.physics.validation import generate_showers
+        from evogan.gan3d.model.generate import generate_showers
 
         spec, n = self.spec, len(self.energy)
         rng = torch_generator(self.seed, "gan3d", "validation", device=_device(model))

@@ -11,12 +11,12 @@ documented differences from Keras: the two discriminator halves are averaged int
 instead of two, and generated images for the discriminator come from the generator in
 training mode (batch statistics) rather than from its moving averages.
 
-``forward`` (:class:`~evogan.gan3d.precision.ForwardOptions`) picks how both forward passes
+``forward`` (:class:`~evogan.gan3d.model.precision.ForwardOptions`) picks how both forward passes
 run (bf16 autocast, channels-last, compiled); losses and backward passes stay outside autocast.
 
 Cells enter in GeV; ``to_network`` / ``to_gev`` apply and undo the spec's cell
 transform (``(cell_scale * GeV) ** cell_power``), the same functions generation uses
-(:mod:`evogan.gan3d.networks`).
+(:mod:`evogan.gan3d.model.networks`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from __future__ import annotations
 import torch
 
 from evogan.errors import EvoganError
-from evogan.gan3d.losses import (
+from evogan.gan3d.model.losses import (
     BATCH_TERMS,
     batch_features,
     batch_mean_gap,
     flipped_labels,
     gan_loss,
 )
-from evogan.gan3d.networks import (
+from evogan.gan3d.model.networks import (
     Discriminator,
     Generator,
     missing_theta,
@@ -39,8 +39,8 @@ from evogan.gan3d.networks import (
     to_gev,
     to_network,
 )
-from evogan.gan3d.precision import ForwardOptions
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.precision import ForwardOptions
+from evogan.gan3d.model.spec import GanSpec
 from evogan.optimizer import RMSprop
 
 

@@ -11,7 +11,7 @@ the wall-clock timing and calls the strategy's ``_exchange``):
   whatever has arrived from the left (never waiting); with grouping, the group leaders also form
   an outer ring that is fed, every ``outer_every`` epochs, with the leader's group-averaged
   gradient, and drained every step. ``rma=True`` moves the inner ring into RMA windows.
-- :class:`~evogan.gan3d.overlap.OverlappedAllreduce`: the sync average over a gloo or NCCL
+- :class:`~evogan.distributed.overlap.OverlappedAllreduce`: the sync average over a gloo or NCCL
   group, started bucket by bucket during the backward pass.
 
 The exchange replaces ``p.grad`` in place; the optimizer step stays with the caller.

@@ -1,7 +1,7 @@
-"""Showers from a 3DGAN generator, for validation against reference showers.
+"""Showers from a 3DGAN generator, and their score against reference showers.
 
-:func:`generate_showers` runs a generator for given conditions in GeV; the showers are then
-scored with :class:`evogan.physics.Reference` (the one definition of the selection score).
+:func:`generate_showers` runs a generator for given conditions in GeV; :func:`score_generator`
+scores them with :class:`evogan.physics.Reference` (the one definition of the selection score).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from evogan.gan3d.networks import Generator, sample, to_gev
-from evogan.gan3d.precision import ForwardOptions
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.networks import Generator, sample, to_gev
+from evogan.gan3d.model.precision import ForwardOptions
+from evogan.gan3d.model.spec import GanSpec
+from evogan.physics.score import Reference, Validation, worst_validation
 
 
 def generate_showers(
@@ -56,3 +57,30 @@ def generate_showers(
     finally:
         generator.train(was_training)
     return out
+
+
+def score_generator(
+    reference: Reference,
+    spec: GanSpec,
+    generator: Generator,
+    energy: np.ndarray,
+    theta: np.ndarray | None,
+    seed: int,
+    batch_size: int = 128,
+    on_batch: Callable[[int], None] | None = None,
+    precision: str = "float32",
+) -> Validation:
+    """One generator's showers for the reference's conditions, scored; the noise is a fresh
+    stream from ``seed`` (every ensemble member sees the same noise), the generator runs in
+    ``precision`` (:func:`generate_showers`). A generator that fails to run scores worst, with
+    the reason."""
+    rng = torch.Generator().manual_seed(seed)
+    angle = theta if spec.conditioning.angle else None
+    try:
+        showers = generate_showers(
+            spec, generator, energy, angle, rng, batch_size, on_batch, precision
+        )
+    except (RuntimeError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return worst_validation(len(energy), len(energy), f"generator failed: {first}")
+    return reference.score(showers, energy, theta)

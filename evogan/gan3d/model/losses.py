@@ -11,7 +11,7 @@ import math
 import torch
 from torch.nn import functional as F
 
-from evogan.gan3d.spec import LossWeights
+from evogan.gan3d.model.spec import LossWeights
 from evogan.physics.features import HIT_THRESHOLD
 
 _EPS = 1e-7  # Keras K.epsilon(): floor of |target| in MAPE

@@ -8,12 +8,12 @@ architecture search trains a candidate epoch by epoch within its budget), and
 whole run in one call, as ``evogan train`` makes it.
 
 Every rank trains on its own contiguous shard of the training events; ``trainer.mode`` picks
-how ranks combine their work (:mod:`evogan.gan3d.parallel`). Random streams come from the root
+how ranks combine their work (:mod:`evogan.gan3d.training.modes`). Random streams come from the root
 seed: in sync mode all ranks share one step stream and each uses its block of every global draw
 (``GanStep.shard``), so R ranks with batch b draw exactly what one process with batch R*b draws;
 in arar mode every rank has its own stream and its own discriminator initialisation. Ranks meet
 once per epoch (metrics, checkpoint); in sync mode they also agree on stopping after every step
-(:mod:`evogan.gan3d.cadence`), in arar mode without waiting.
+(:mod:`evogan.gan3d.training.cadence`), in arar mode without waiting.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from evogan.config.base import dump
 from evogan.config.gan import Gan3dConfig
@@ -32,36 +31,44 @@ from evogan.distributed.comm import Layout, split_layout
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import RunStopped
-from evogan.gan3d import checkpoint as ckpt
-from evogan.gan3d.cadence import Cadence
-from evogan.gan3d.conditions import KEY, trained_ranges
-from evogan.gan3d.data_parallel import average_tensors
-from evogan.gan3d.loop import EpochLoop, Position, StepInfo, chunk_source, draw_learning_curve
-from evogan.gan3d.model_file import DIVERGED, finite_weights, save_generator
-from evogan.gan3d.parallel import ENSEMBLE, Mode, ParallelGanStep, mode_for
-from evogan.gan3d.resume import open_run, resume_command
-from evogan.gan3d.setup import (
-    batch_shape,
-    forward_options,
-    load_data,
-    manifest,
-    rank_backend,
-    rank_device,
-    ranks_per_gpu,
-    ring_device,
-    share_cores,
+from evogan.gan3d.model.conditions import KEY, trained_ranges
+from evogan.gan3d.model.model_file import finite_weights
+from evogan.gan3d.model.spec import check_window
+from evogan.gan3d.training import checkpoint as ckpt
+from evogan.gan3d.training.cadence import Cadence
+from evogan.gan3d.training.epoch_loop import (
+    EpochLoop,
+    EpochPlan,
+    LoopParts,
+    Position,
+    StepInfo,
+    chunk_source,
+    draw_learning_curve,
 )
-from evogan.gan3d.spec import check_window
-from evogan.gan3d.validation import TrainingValidation
-from evogan.gan3d.weight_average import WeightAverage
+from evogan.gan3d.training.modes import Mode, ParallelGanStep, mode_for
+from evogan.gan3d.training.outputs import FinishedRun, save_models, summary
+from evogan.gan3d.training.resume import open_run, resume_command
+from evogan.gan3d.training.setup import batch_shape, load_data, manifest, rank_setup, share_cores
+from evogan.gan3d.training.validation import TrainingValidation, ValidationPlan
+from evogan.gan3d.training.weight_average import WeightAverage
 from evogan.logs import hint
-from evogan.store import BEST_MODEL, CONFIG, RunDir, save_weights
+from evogan.store import CONFIG, RunDir
 
-LAST_MODEL = "last_model.h5"
-DISCRIMINATOR = "discriminator.h5"
 MANIFEST = "manifest.json"
 
-__all__ = ["GanTrainer", "train_gan3d"]
+__all__ = ["GanTrainer", "Opening", "train_gan3d"]
+
+
+@dataclass(frozen=True)
+class Opening:
+    """Which run directory a training opens: a new one (``run_dir``, or one made under
+    ``run.root``), or with ``resume`` the one ``run_dir`` holds, continued from its last
+    committed checkpoint; ``until``: the epoch a resumed run must not have reached yet (None:
+    any)."""
+
+    run_dir: Path | None = None
+    resume: bool = False
+    until: int | None = None
 
 
 class GanTrainer:
@@ -76,37 +83,26 @@ class GanTrainer:
     def __init__(
         self,
         config: Gan3dConfig,
-        run_dir: Path | None,
-        resume: bool,
+        opening: Opening,
         world: MPI.Comm,
         stop: StopFlag,
-        on_step: Callable[[StepInfo], None] | None,
-        until: int | None = None,
+        on_step: Callable[[StepInfo], None] | None = None,
     ) -> None:
         settings = config.trainer
         self.config, self.world, self.on_step = config, world, on_step
         self.mode: Mode = mode_for(settings)
-        device = rank_device(settings, world)  # refused before a run directory exists
-        sharing = ranks_per_gpu(world) if device.startswith("cuda") else 1
-        self.backend = rank_backend(settings, device, world.size, sharing)
-        self.forward, self._hints = forward_options(settings, device, world)
-        self.ring_device, self._ring_hints = ring_device(settings, device, world)
+        self.setup = rank_setup(settings, world)  # refused before a run directory exists
         shard, held_out = load_data(config.data, settings, world)
         check_window(config.spec, held_out.shape, held_out.files)  # the same on every rank
         self.trained_on = trained_ranges(*shard.conditions(), world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
-        self.run, marker = open_run(config, world, run_dir, resume, until)
+        self.run, marker = open_run(config, world, opening.run_dir, opening.resume, opening.until)
+        self.finished = FinishedRun(config, self.mode, world, self.run)
         self.layout: Layout = split_layout(world, None, self.mode.group_size)
-        if device == "cpu":
+        if self.setup.device == "cpu":
             share_cores(world)
         self.parallel: ParallelGanStep = self.mode.build(
-            config.spec,
-            self.layout,
-            config.seed,
-            device,
-            backend=self.backend,
-            forward=self.forward,
-            ring_device=self.ring_device,
+            config.spec, self.layout, config.seed, self.setup
         )
         if settings.generator_average:
             self.parallel.average = WeightAverage(
@@ -117,20 +113,12 @@ class GanTrainer:
         validation = self._validation(held_out, best) if settings.validates else None
         every = (config.checkpoint.every_seconds, settings.validate_every_seconds)
         self.cadence = Cadence(world, stop, self.mode.replicas, *every)
-        self.loop = EpochLoop(
-            settings,
-            self.mode,
-            config.seed,
-            config.checkpoint.every_epochs,
-            self.layout,
-            self.parallel,
-            self.run,
-            chunk_source(shard, config.data.chunk_events),
-            self.shape,
-            self.cadence,
-            validation,
-            serial,
+        plan = EpochPlan(settings, config.seed, config.checkpoint.every_epochs, *self.shape)
+        chunks = chunk_source(shard, config.data.chunk_events)
+        parts = LoopParts(
+            self.mode, self.layout, self.parallel, self.run, chunks, self.cadence, validation
         )
+        self.loop = EpochLoop(plan, parts, serial)
         self.validation = validation
         self._cadence_open = self._layout_open = True
 
@@ -147,7 +135,7 @@ class GanTrainer:
         """A new training of ``config`` in a new run directory (``run_dir``, or one made under
         ``run.root``; an existing non-empty one is refused)."""
         world = MPI.COMM_WORLD if world is None else world
-        return cls(config, run_dir, False, world, stop or StopFlag(), on_step)
+        return cls(config, Opening(run_dir), world, stop or StopFlag(), on_step)
 
     @classmethod
     def resume(
@@ -170,7 +158,7 @@ class GanTrainer:
         if config is None:
             path = Path(run_dir) / CONFIG
             config = validate(Gan3dConfig, read_yaml(path), source=str(path))
-        return cls(config, run_dir, True, world, stop or StopFlag(), on_step, until)
+        return cls(config, Opening(run_dir, True, until), world, stop or StopFlag(), on_step)
 
     def _start(self, marker: dict[str, Any] | None) -> tuple[Position, int, float | None]:
         """Restore this rank from ``marker``'s checkpoint (or write a new run's manifest) and
@@ -186,15 +174,7 @@ class GanTrainer:
             serial, best = marker["serial"] + 1, marker.get("best")
         elif world.rank == 0:
             settings = self.config.trainer
-            record = manifest(
-                self.config.seed,
-                settings,
-                self.layout,
-                layouts,
-                self.backend,
-                self.forward,
-                self.ring_device,
-            )
+            record = manifest(self.config.seed, settings, self.layout, layouts, self.setup)
             run.write_json(MANIFEST, record)
         if world.rank == 0:
             run.write_config(dump(self.config))
@@ -220,7 +200,7 @@ class GanTrainer:
         """Train ``epochs`` more epochs (default: up to ``trainer.epochs``); returns the epoch
         records so far (rank 0). On an agreed stop the trainer checkpoints where it stopped,
         closes and raises :class:`RunStopped` with the command that resumes it."""
-        for text in self._hints + self._ring_hints:  # training starts: nothing can refuse it now
+        for text in self.setup.hints:  # training starts: nothing can refuse it now
             hint(text)
         target = self.config.trainer.epochs if epochs is None else self.position.epoch + epochs
         outcome = self.loop.run_epochs(self.position, target, self.on_step)
@@ -256,12 +236,20 @@ class GanTrainer:
         world = self.world
         stats = world.gather(self.parallel.close(), root=0)
         self._close_cadence()
-        self._save_models(best=self.validation is None)
+        meta = {
+            "epochs": self.position.epoch,
+            "mode": self.mode.name,
+            "world_size": world.size,
+            "seed": self.config.seed,
+            "rank": world.rank,
+            KEY: self.trained_on,
+        }
+        save_models(self.finished, self.parallel, self.validation, meta)
         if world.rank == 0:
             if self.position.epoch != self.config.trainer.epochs:  # trained on by train(epochs)
                 settings = self.config.trainer.model_copy(update={"epochs": self.position.epoch})
                 self.run.write_config(dump(self.config.model_copy(update={"trainer": settings})))
-            result = self._summary()
+            result = summary(self.finished, self.shape, self.started, self.position, self.records)
             result["exchange"] = stats
             if self.validation is not None:
                 result["best_score"] = self.validation.best
@@ -297,74 +285,16 @@ class GanTrainer:
     def _validation(self, held_out: Any, best: float | None) -> TrainingValidation:
         config = self.config
         settings, spec = config.trainer, config.spec
-        return TrainingValidation(
+        standing = (settings.standing_batches, settings.rank_batch(spec.batch_size))
+        plan = ValidationPlan(
             spec,
             config.seed,
             settings.validation_bins,
             self.mode.replicas,
-            self.world,
-            held_out,
-            best,
-            (settings.standing_batches, settings.rank_batch(spec.batch_size)),
+            standing,
             {KEY: self.trained_on},
         )
-
-    def _save_models(self, best: bool) -> None:
-        """The final generator as ``last_model.h5`` (also ``best_model.h5`` when no validation
-        picked one and its weights are finite; both self-describing, for ``evogan generate``
-        and ``evogan validate``) and the discriminator; in arar mode also every rank's
-        generator, usable as ensemble members. With validation on, the saved generator has the
-        standing batch-norm statistics it is scored with."""
-        world, run, mode, spec = self.world, self.run, self.mode, self.config.spec
-        if mode.replicas:
-            average_tensors(world, self.parallel.float_buffers())
-        meta = {
-            "epochs": self.position.epoch,
-            "mode": mode.name,
-            "world_size": world.size,
-            "seed": self.config.seed,
-            "rank": world.rank,
-            KEY: self.trained_on,
-        }
-        step, generator = self.parallel.step, self.parallel.scored_generator()
-        if not mode.replicas:
-            save_generator(run.file(f"{ENSEMBLE}/rank-{world.rank:05d}.h5"), spec, generator, meta)
-        last = generator
-        if self.validation is not None:
-            last = self.validation.scored_copy(generator)
-        if world.rank == 0:
-            save_generator(run.file(LAST_MODEL), spec, last, meta)
-            if best and finite_weights(last):
-                save_generator(run.file(BEST_MODEL), spec, last, meta)
-            elif best:
-                print(DIVERGED, flush=True)
-            d_meta = {**meta, "kind": "gan3d-discriminator"}
-            save_weights(run.file(DISCRIMINATOR), step.discriminator.state_dict(), d_meta)
-        world.Barrier()
-
-    def _summary(self) -> dict[str, Any]:
-        """The run's ``summary.json`` (rank 0)."""
-        settings, records = self.config.trainer, self.records
-        batch, steps = self.shape
-        wall = sum(r["wall_s"] for r in records)
-        samples = sum(r["samples"] for r in records)
-        last = records[-1] if records else {}
-        return {
-            "task": "gan3d",
-            "mode": self.mode.name,
-            "rma": settings.rma,
-            "group_size": settings.group_size,
-            "outer_every": settings.outer_every,
-            "ranks": self.world.size,
-            "epochs_done": self.position.epoch,
-            "resumed_from_epoch": self.started.epoch,
-            "resumed_from_step": self.started.step,
-            "steps_per_epoch": steps,
-            "batch_per_rank": batch,
-            "samples_per_s": samples / wall if wall > 0 else 0.0,
-            "comm_share": float(np.mean([r["comm_share"] for r in records])) if records else 0.0,
-            "final": {k: v for k, v in last.items() if k.startswith(("d_", "g_"))},
-        }
+        return TrainingValidation(plan, self.world, held_out, best)
 
 
 def train_gan3d(
@@ -390,6 +320,7 @@ def train_gan3d(
     flag = StopFlag()
     catching = catch_stop_signals(flag) if signals else contextlib.nullcontext()
     until = config.trainer.epochs
-    with catching, GanTrainer(config, run_dir, resume, world, flag, on_step, until) as trainer:
+    opening = Opening(run_dir, resume, until)
+    with catching, GanTrainer(config, opening, world, flag, on_step) as trainer:
         trainer.train()
         return trainer.save(learning_curve)

@@ -16,7 +16,7 @@ so model files and checkpoints do not change:
   3D FFTs, whose cost hardly depends on the kernel size; in float32 whatever the autocast, since
   cuFFT has no bfloat16. Used for kernels of at least :data:`FFT_MIN_TAPS` taps. The block's
   zero padding and the bias are applied on the copies the transforms make anyway; the channel
-  mixing between the transforms is :mod:`evogan.gan3d.spectral_mixing`.
+  mixing between the transforms is :mod:`evogan.gan3d.kernels.spectral_mixing`.
 
 Both match the direct convolution to float32 rounding (``tests/test_gan_convolution.py``).
 """
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from evogan.gan3d.spectral_mixing import correlate_over_batch, mix_channels
+from evogan.gan3d.kernels.spectral_mixing import correlate_over_batch, mix_channels
 
 FFT_MIN_TAPS = 27  # from 27 taps the FFT form ran at least 1.5x float32 cuDNN (H100, per block)
 # Transform lengths are products of these: on an H200 the 3DGAN's float32 + fft steps ran 3.7%

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,41 @@ from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.mpi import MPI
 from evogan.distributed.torch_group import backend_available
 from evogan.errors import EvoganError
-from evogan.gan3d.precision import ForwardOptions, bf16_faster_here, check_bf16, compile_problem
-from evogan.gan3d.validation import MIN_VALIDATION_EVENTS
+from evogan.gan3d.model.precision import (
+    ForwardOptions,
+    bf16_faster_here,
+    check_bf16,
+    compile_problem,
+)
+from evogan.gan3d.training.validation import MIN_VALIDATION_EVENTS
+
+
+@dataclass(frozen=True)
+class RankSetup:
+    """How this rank runs, settled before any run directory exists (:func:`rank_setup`): its
+    device, sync mode's all-reduce backend (:func:`rank_backend`), how the forward passes run
+    (:func:`forward_options`), where arar's ring buffers live (None: host memory;
+    :func:`ring_device`), and the hints to say once training starts."""
+
+    device: str = "cpu"
+    backend: str = "mpi"
+    forward: ForwardOptions = field(default_factory=ForwardOptions)
+    ring_device: str | None = None
+    hints: tuple[str, ...] = ()
+
+
+CPU = RankSetup()
+"""A rank on the CPU with the default forward passes, MPI all-reduce and host ring buffers."""
+
+
+def rank_setup(settings: ParallelConfig, world: MPI.Comm) -> RankSetup:
+    """This rank's :class:`RankSetup` (collective); refuses what the machine cannot run."""
+    device = rank_device(settings, world)
+    sharing = ranks_per_gpu(world) if device.startswith("cuda") else 1
+    backend = rank_backend(settings, device, world.size, sharing)
+    forward, hints = forward_options(settings, device, world)
+    ring, ring_hints = ring_device(settings, device, world)
+    return RankSetup(device, backend, forward, ring, tuple(hints + ring_hints))
 
 
 def rank_device(settings: ParallelConfig, world: MPI.Comm) -> str:
@@ -160,7 +194,7 @@ def choose_ring_buffers(
 
 def share_cores(world: MPI.Comm) -> None:
     """Give each rank its share of the node's cores: torch's default of one thread per core
-    in every rank oversubscribes the node as soon as two ranks share it."""
+    in every rank oversubscribes the node as two ranks share it."""
     _, local_ranks = node_position(world)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     share = max(1, (cores or 1) // local_ranks)
@@ -210,17 +244,15 @@ def manifest(
     settings: ParallelConfig,
     layout: Layout,
     layouts: list[dict[str, Any]],
-    backend: str = "mpi",
-    forward: ForwardOptions | None = None,
-    ring_device: str | None = None,
+    rank: RankSetup,
 ) -> dict[str, Any]:
     """The run's ``manifest.json``: versions, seed, mode, the resolved all-reduce backend, ring
     buffers (``host`` or ``device``; None in sync mode) and forward options, and where every
     rank ran."""
-    forward = forward or ForwardOptions()
+    forward = rank.forward
     buffers = None
     if settings.mode == "arar":
-        buffers = "host" if ring_device is None else "device"
+        buffers = "host" if rank.ring_device is None else "device"
     return {
         "task": "gan3d",
         "evogan": __version__,
@@ -231,7 +263,7 @@ def manifest(
         "seed": seed,
         "mode": settings.mode,
         "rma": settings.rma,
-        "backend": backend,
+        "backend": rank.backend,
         "ring_buffers": buffers,
         "precision": forward.precision,
         "channels_last": forward.channels_last,

@@ -15,9 +15,8 @@ import math
 import torch
 from torch import nn
 
-from evogan.gan3d.convolution import ConvBlock
-from evogan.gan3d.keep_mask import keep_mask
-from evogan.gan3d.spec import same_padding
+from evogan.gan3d.kernels import ConvBlock, keep_mask
+from evogan.gan3d.model.spec import same_padding
 
 MASK32 = 0xFFFFFFFF
 
@@ -112,7 +111,7 @@ class SeededDropout(CountedDraws):
     :func:`counter_uniform` of :meth:`next_key`, seeded from ``generator`` by the step, so the
     forward stays one graph (other masks than eager's, from the same stream). Eager on the CPU
     it is the same hash of one key drawn from the stream per call, on all of torch's threads
-    (:func:`evogan.gan3d.keep_mask.keep_mask`; a CPU generator draws on one thread); on a GPU
+    (:func:`evogan.gan3d.kernels.keep_mask`; a CPU generator draws on one thread); on a GPU
     the mask is drawn from the stream itself.
     """
 
@@ -181,9 +180,9 @@ class NoiseInjection(CountedDraws):
     the scale, which starts at 0, decides how much of it each channel uses. It is drawn in
     train and eval mode alike, from ``source``: (torch.Generator or None for torch's default
     stream, (index, count)), where a data-parallel rank ``index`` of ``count`` draws for the
-    global batch and keeps its block, as :func:`evogan.gan3d.networks.make_latent` does.
+    global batch and keeps its block, as :func:`evogan.gan3d.model.networks.make_latent` does.
     Compiled, the noise is :func:`counter_normal` of :meth:`next_key`, seeded from that stream
-    by :func:`evogan.gan3d.networks.noise_source`.
+    by :func:`evogan.gan3d.model.networks.noise_source`.
     """
 
     def __init__(self, channels: int) -> None:

@@ -17,8 +17,8 @@ import torch
 
 from evogan.config.base import validate
 from evogan.errors import DataError
-from evogan.gan3d.networks import Generator
-from evogan.gan3d.spec import GanSpec
+from evogan.gan3d.model.networks import Generator
+from evogan.gan3d.model.spec import GanSpec
 from evogan.store import BEST_MODEL, load_meta, load_weights, save_weights
 
 KIND = "gan3d-generator"

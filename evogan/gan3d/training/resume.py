@@ -13,7 +13,7 @@ from evogan.config.resume import is_resume_safe
 from evogan.distributed.launcher import resume_line
 from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
-from evogan.gan3d import checkpoint as ckpt
+from evogan.gan3d.training import checkpoint as ckpt
 from evogan.store import CONFIG, RunDir
 from evogan.store.folders import require_directory
 

@@ -1,4 +1,4 @@
-"""3DGAN generator and discriminator built from a :class:`~evogan.gan3d.spec.GanSpec`.
+"""3DGAN generator and discriminator built from a :class:`~evogan.gan3d.model.spec.GanSpec`.
 
 Layout is PyTorch channels-first: the generator returns ``(N, 1, X, Y, Z)`` in *network units*
 (``(cell_scale * GeV) ** cell_power``) and the discriminator reads the same. The discriminator
@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from evogan.errors import EvoganError
-from evogan.gan3d.blocks import NoiseInjection, SeededDropout, conv_block, initialise
-from evogan.gan3d.spec import GanSpec, flatten_features
+from evogan.gan3d.model.blocks import NoiseInjection, SeededDropout, conv_block, initialise
+from evogan.gan3d.model.spec import GanSpec, flatten_features
 
 # Measured angle given to showers without any energy (the original's sentinel value).
 EMPTY_ANGLE = 100.0
