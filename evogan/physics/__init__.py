@@ -4,7 +4,8 @@ Modules: ``observables`` (vectorised profiles and moments), ``inspect`` (summary
 file), ``features`` (the per-event feature table), one module per metric (``separation``,
 ``frechet``, ``kernel``, ``classifier``, ``sampling``), ``resampling`` (errors from bootstrap
 and permutation replicates of the events), ``score`` (the selection score, defined once, and
-its floor), ``validation`` (showers from a generator), ``ensemble`` (ensemble score and SAGIPS
+its floor), ``resolution`` (an energy reconstruction's response and the calorimeter
+resolution fit), ``validation`` (showers from a generator), ``ensemble`` (ensemble score and SAGIPS
 mean and spread over generators), ``members`` (which files form an ensemble), ``distortions``
 (known damage the score must rank), ``targets`` (the learning target's four per-bin means
 against their tolerances).
