@@ -210,9 +210,11 @@ def row_of(module: str, rows: dict[str, Row]) -> str | None:
 
 
 def table_problems(rows: dict[str, Row], graph: dict[str, frozenset[str]]) -> list[str]:
-    """Names no module has, labels no row has, names in two rows, modules in no row."""
+    """Names no module has, names in two rows, rows listed that are no row or come after the
+    listing row (the table runs from the bottom layer up, so it draws no circle), modules in
+    no row."""
     known = {_relative(module) for module in graph}
-    problems, seen = [], {}
+    problems, seen, order = [], {}, list(rows)
     for label, row in rows.items():
         for name in row.names:
             if name not in known:
@@ -220,8 +222,11 @@ def table_problems(rows: dict[str, Row], graph: dict[str, frozenset[str]]) -> li
             if name in seen:
                 problems.append(f"{name} is in rows {seen[name]} and {label}")
             seen[name] = label
-        for other in sorted(row.may_import - rows.keys() - {EVERYTHING}):
-            problems.append(f"row {label} may import {other}, which is no row")
+        for other in sorted(row.may_import - {EVERYTHING}):
+            if other not in rows:
+                problems.append(f"row {label} may import {other}, which is no row")
+            elif order.index(other) > order.index(label):
+                problems.append(f"row {label} may import {other}, which comes after it")
     problems += [f"{module} is in no row" for module in sorted(graph) if not row_of(module, rows)]
     return problems
 
@@ -300,8 +305,10 @@ def test_the_layer_checker_reads_rows_longest_names_and_upward_imports() -> None
         "evogan.b.x -> evogan.b.c.y (row b may not import row b.c)",
     ]
     assert table_problems(rows, graph) == []
+    rows["base"] = Row(("__init__", "a"), frozenset({"b"}))
     rows["e"] = Row(("e", "a"), frozenset({"f"}))
     assert table_problems(rows, {**graph, "evogan.g": frozenset()}) == [
+        "row base may import b, which comes after it",
         "row e names e, which is no module of evogan",
         "a is in rows base and e",
         "row e may import f, which is no row",
