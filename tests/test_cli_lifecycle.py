@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from evogan.config.base import read_yaml
-from evogan.config.resume import check_resume_overrides, is_resume_safe
+from evogan.config.resume import check_resume_overrides, extending_keys, is_resume_safe
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR, ConfigError, EvoganError
 from evogan.store.lock import FAILED, FINISHED, check_resumable, write_status
 from tests.conftest import REPO, evogan, mpi_env, write_config
@@ -136,7 +136,7 @@ def test_a_finished_run_names_the_keys_that_extend_its_task(tmp_path, config, ke
     run = fake_run(tmp_path, "run", CONFIGS / config)
     write_status(run, FINISHED)
     with pytest.raises(EvoganError) as info:
-        check_resumable(run)
+        check_resumable(run, extending=extending_keys(run))
     assert str(info.value).endswith(f"extend it with a larger --set {keys}")
     task = read_yaml(run / "config.yaml")["task"]
     assert all(is_resume_safe(task, key) for key in keys.replace(" or", ",").split(", "))

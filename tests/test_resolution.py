@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evogan.regressor.resolution import (
+from evogan.physics.resolution import (
     MIN_EVENTS,
     bin_edges,
     energy_response,

@@ -66,7 +66,7 @@ def test_final_seeds_are_fresh_and_reproducible(tmp_path: Path) -> None:
 
 
 def test_final_counts_failures_as_worst_and_tests_against_the_baseline(tmp_path: Path) -> None:
-    from evogan.plots.search import CampaignRecord, final_table
+    from evogan.search.campaign_report import CampaignRecord, final_table
 
     config = resolve_base(load_config(_config(tmp_path)), _config(tmp_path))
     seeds = [11, 12, 13, 14]

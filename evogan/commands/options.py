@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from evogan.config import load_config
 from evogan.config.base import StrictModel, apply_overrides, validate
 from evogan.config.data import DataConfig
-from evogan.config.resume import load_run_config
+from evogan.config.resume import extending_keys, load_run_config
 from evogan.distributed.failure import rank0_decides
 from evogan.errors import ConfigError, EvoganError
 from evogan.logs import hint
@@ -230,4 +230,6 @@ def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) ->
 def claim_resumed(args: argparse.Namespace) -> None:
     """Lock ``--resume RUN`` for this job (rank 0) and refuse a run that must not continue."""
     run, force, extend = args.resume, args.force, bool(args.overrides)
-    rank0_decides(lambda: claim(run, resume=True, force=force, extend=extend))
+    rank0_decides(
+        lambda: claim(run, resume=True, force=force, extend=extend, extending=extending_keys(run))
+    )

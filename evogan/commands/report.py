@@ -48,14 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--top")
     from evogan.plots.runs import run_labels
-    from evogan.plots.search import (
-        CampaignRecord,
-        best_table,
-        final_table,
-        plot_convergence,
-        plot_final,
-        plot_pareto,
-    )
+    from evogan.plots.search import plot_convergence, plot_final, plot_pareto
+    from evogan.search.campaign_report import CampaignRecord, best_table, final_table
     from evogan.store import atomic_write
 
     if args.reproduce is not None:
@@ -74,12 +68,13 @@ def run(args: argparse.Namespace) -> int:
         records = [CampaignRecord.load(path, label) for path, label in named]  # with `final`
     args.out.mkdir(parents=True, exist_ok=True)
     table = best_table(records, args.top) + final_table(records)
+    views = [record.view() for record in records]
     written = [
         atomic_write(args.out / "report.md", "# Architecture search report\n\n" + table),
-        plot_convergence(records, args.out / "convergence.png"),
-        plot_pareto(records, args.out / "pareto.png", args.size),
+        plot_convergence(views, args.out / "convergence.png"),
+        plot_pareto(views, args.out / "pareto.png", args.size),
     ]
-    final = plot_final(records, args.out / "final.png")
+    final = plot_final(views, args.out / "final.png")
     written += [final] if final is not None else []
     print(table, end="")
     print(f"wrote {', '.join(str(p) for p in written)}")

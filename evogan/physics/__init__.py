@@ -4,10 +4,11 @@ Modules: ``observables`` (vectorised profiles and moments), ``inspect`` (summary
 file), ``features`` (the per-event feature table), one module per metric (``separation``,
 ``frechet``, ``kernel``, ``classifier``, ``sampling``), ``resampling`` (errors from bootstrap
 and permutation replicates of the events), ``score`` (the selection score, defined once, and
-its floor), ``ensemble`` (ensemble score and SAGIPS mean and spread over scored shower sets),
-``distortions`` (known damage the score must rank), ``targets`` (the learning target's four
-per-bin means against their tolerances). Showers (arrays) and a reference go in, features and
-scores come out: running a generator and reading run directories belong to
+its floor), ``resolution`` (an energy reconstruction's response and the calorimeter
+resolution fit), ``ensemble`` (ensemble score and SAGIPS mean and spread over scored shower
+sets), ``distortions`` (known damage the score must rank), ``targets`` (the learning target's
+four per-bin means against their tolerances). Showers (arrays) and a reference go in, features
+and scores come out: running a generator and reading run directories belong to
 :mod:`evogan.gan3d.model`.
 
 The score contract used by training and search::

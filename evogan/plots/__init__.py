@@ -1,5 +1,6 @@
 """Figures (matplotlib, Agg backend): data inspection, GA-vs-RMSprop comparison, GAN validation,
-search campaigns."""
+search campaigns. Figures take plain records (rows, arrays, dataclasses) from their callers, so
+plots sit below the tasks and import none of them."""
 
 from __future__ import annotations
 

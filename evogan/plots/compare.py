@@ -13,9 +13,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from evogan.physics.resolution import ResolutionFit, fit_resolution, format_pm
 from evogan.plots import save_figure
 from evogan.plots.runs import run_colours
-from evogan.regressor.resolution import ResolutionFit, fit_resolution, format_pm
 from evogan.store import METRICS, RunDir, read_metrics
 
 

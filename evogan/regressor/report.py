@@ -16,9 +16,9 @@ from torch import Tensor
 
 from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
+from evogan.physics.resolution import energy_response
 from evogan.progress import format_seconds
 from evogan.regressor.network import RegressorLayout, RegressorNet
-from evogan.regressor.resolution import energy_response
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir, save_weights
 
 

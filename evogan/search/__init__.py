@@ -3,7 +3,8 @@ Population Based Training of the training hyper-parameters (one worker per rank 
 
 :func:`run_search` runs a ``task: search`` config (``evogan search``); :class:`Space` turns
 genomes into shape-checked specs; :func:`evaluate` is the fitness of one candidate on a rank
-group; :class:`Campaign` is the directory with the candidate table that ``--resume`` continues.
+group; :class:`Campaign` is the directory with the candidate table that ``--resume`` continues;
+``campaign_report`` is what ``evogan report`` shows of campaigns.
 """
 
 from evogan.search.campaign import Campaign, resolve_base

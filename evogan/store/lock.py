@@ -93,6 +93,7 @@ def claim(
     resume: bool = False,
     force: bool = False,
     extend: bool = False,
+    extending: Sequence[str] = (),
     made: Sequence[Path] = (),
 ) -> None:
     """Lock ``path`` for this process and mark it running (no-op outside :func:`lifecycle`);
@@ -100,7 +101,7 @@ def claim(
     ``made``: the directories creating the new run made (removed again if it is refused)."""
     if not _active[0]:
         if resume:
-            check_resumable(path, force, extend)
+            check_resumable(path, force, extend, extending)
         return
     path = Path(path).resolve()
     if path in _held:
@@ -110,7 +111,7 @@ def claim(
     if resume:
         held.status_before = _bytes(path / STATUS)
         try:
-            check_resumable(path, force, extend)
+            check_resumable(path, force, extend, extending)
         except EvoganError:
             _put_back_lock(path, held)
             handle.close()
@@ -296,21 +297,22 @@ def read_status(path: str | Path) -> dict[str, Any] | None:
     return read_state(file, fix, keys=("status",))
 
 
-def _extension(path: Path) -> str:
-    """How the finished run at ``path`` can be given more to do, e.g. "a larger --set
-    ga.epochs", named for its own task."""
-    from evogan.config.resume import extending_keys
-
-    keys = extending_keys(path)
+def _extension(keys: Sequence[str]) -> str:
+    """How a finished run can be given more to do, e.g. "a larger --set ga.epochs", from the
+    keys that extend its task."""
     if not keys:
         return "a resume-safe --set (docs/cluster.md)"
     *first, last = keys
     return f"a larger --set {', '.join(first)} or {last}" if first else f"a larger --set {last}"
 
 
-def check_resumable(path: str | Path, force: bool = False, extend: bool = False) -> None:
+def check_resumable(
+    path: str | Path, force: bool = False, extend: bool = False, extending: Sequence[str] = ()
+) -> None:
     """Refuse, in one line, to resume a run that did not stop cleanly, or one that finished
-    unless ``extend`` (resume-safe overrides such as a larger budget were given)."""
+    unless ``extend`` (resume-safe overrides such as a larger budget were given); the refusal
+    of a finished run names ``extending``, the keys that give a run of its task more to do
+    (the caller reads them from the run's config: the store knows no task)."""
     try:
         record = read_status(path) or {}
     except EvoganError:
@@ -321,7 +323,7 @@ def check_resumable(path: str | Path, force: bool = False, extend: bool = False)
     if status == FINISHED and not extend:
         raise EvoganError(
             f"{path} already finished (status.json); nothing to resume unless you extend it "
-            f"with {_extension(Path(path))}"
+            f"with {_extension(extending)}"
         )
     if status == RUNNING and "signal" in record and not force:
         print(

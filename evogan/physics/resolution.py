@@ -1,5 +1,6 @@
-"""Energy response of the regressor: predicted / true energy and the resolution sigma(E)/E per
-bin of true energy, and the calorimeter resolution fit sigma/E = a/sqrt(E) (+) b (+) c/E.
+"""Energy response of an energy reconstruction (the regressor's): predicted / true energy and
+the resolution sigma(E)/E per bin of true energy, and the calorimeter resolution fit
+sigma/E = a/sqrt(E) (+) b (+) c/E.
 
 Bins are log-spaced because the stochastic (a) and noise (c) terms live at low energy, where
 equal-width bins would put one point; a bin with fewer than :data:`MIN_EVENTS` events joins its
