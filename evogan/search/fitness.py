@@ -90,6 +90,7 @@ def evaluate(
     result = _record(config, spec, group, workdir, seeds)
     training = MemberTraining(config, spec, group, start, on_step)
     plan = rung_plan(config) if rungs else None
+    files: list[Path] = []
     try:
         if plan is None:
             files = train_members(training, workdir, seeds, parent, result, first)
