@@ -29,7 +29,7 @@ from evogan.gan3d.model.generate import generate_showers as generated_showers
 from evogan.gan3d.model.model_file import load_generator
 from evogan.physics import Reference
 from evogan.search import resolve_base
-from evogan.search.fitness import SCORE_SEED, Scorer
+from evogan.search.scoring import SCORE_SEED, Scorer
 from tests.gan_fixtures import REPO, TINY, save_tiny_generator
 
 EVENTS, BINS = 120, 3

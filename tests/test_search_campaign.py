@@ -257,7 +257,7 @@ def test_the_fitness_scores_angles_as_training_validation_does(tmp_path: Path) -
     from evogan.config.base import validate
     from evogan.config.search import SearchConfig
     from evogan.search import resolve_base
-    from evogan.search.fitness import Scorer
+    from evogan.search.scoring import Scorer
 
     raw = yaml.safe_load(_config(tmp_path).read_text())
     config = resolve_base(validate(SearchConfig, raw, source="test"))
@@ -285,7 +285,8 @@ def test_a_trained_candidate_leaves_no_trainer_behind(tmp_path: Path) -> None:
     from evogan.config.search import SearchConfig
     from evogan.gan3d.training.trainer import GanTrainer
     from evogan.search import resolve_base
-    from evogan.search.fitness import Scorer, evaluate
+    from evogan.search.fitness import evaluate
+    from evogan.search.scoring import Scorer
 
     raw = yaml.safe_load(_config(tmp_path).read_text())
     config = resolve_base(validate(SearchConfig, raw, source="test"))

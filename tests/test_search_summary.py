@@ -2,12 +2,45 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 from evogan.search.campaign import CONFIG, Campaign
+from evogan.search.evaluation import Evaluation
 from evogan.search.summary import best_rows, build_summary, pareto_rows
 from evogan.store import atomic_write
+from evogan.store.metrics import to_json
+
+ROW_KEYS = [
+    "status",
+    "fitness",
+    "reason",
+    "seeds",
+    "member_scores",
+    "score_mean",
+    "score_std",
+    "score_sem",
+    "member_seeds",
+    "reproduce",
+    "params",
+    "flops",
+    "train_s",
+    "eval_s",
+    "inherited",
+    "intermediate",
+    "rung",
+]
+"""The record's keys in campaign tables on disk: a resume reads tables of earlier versions."""
+
+PRUNED_LINE = (
+    '{"id": "c00007", "status": "pruned", "fitness": null, "reason": "pruned at rung 0", '
+    '"seeds": [11, 12], "member_scores": [], "score_mean": null, "score_std": null, '
+    '"score_sem": null, "member_seeds": [11, 12], "reproduce": "evogan report c --reproduce '
+    'c00007:0", "params": 1200, "flops": 34000, "train_s": 3.5, "eval_s": 0.0, "inherited": 1, '
+    '"intermediate": {"2": 4.25, "6": null}, "rung": 0, "objectives": [null], "session": 0}'
+)
+"""A table line as the table writer wrote it: non-finite numbers as null."""
 
 
 def _row(index: int, fitness: float, params: int, status: str = "ok") -> dict:
@@ -98,3 +131,26 @@ def test_report_writes_table_and_figures(tmp_path: Path, capsys) -> None:
     )
     for name in ("convergence.png", "pareto.png"):
         assert (out / name).stat().st_size > 10_000
+
+
+def test_an_evaluation_writes_the_table_keys_and_reads_a_written_line_back() -> None:
+    """The row keys are the record's fields, in the order of the tables on disk; a line read
+    back from JSON is the same record (null: the worst fitness, an unmeasured score), and
+    written again it is the same line."""
+    record = Evaluation("nan", math.inf, "diverged", member_scores=[2.0, math.nan], rung=None)
+    assert list(record.as_row()) == ROW_KEYS
+    again = Evaluation.from_row(json.loads(to_json(record.as_row())))
+    assert again.fitness == math.inf and math.isnan(again.member_scores[1])
+    assert to_json(again.as_row()) == to_json(record.as_row())
+    line = json.loads(PRUNED_LINE)
+    pruned = Evaluation.from_row(line)
+    assert pruned.fitness == math.inf and math.isnan(pruned.score_mean)
+    assert pruned.intermediate["2"] == 4.25 and math.isnan(pruned.intermediate["6"])
+    assert to_json(pruned.as_row()) == to_json({key: line[key] for key in ROW_KEYS})
+
+
+def test_an_evaluation_reads_a_row_of_an_older_table_with_defaults() -> None:
+    """Keys a table of an earlier evogan lacks take their defaults; other keys are no field."""
+    old = {"id": "c00001", "status": "ok", "fitness": 3.0, "score_mean": 3.0, "session": 0}
+    record = Evaluation.from_row(old)
+    assert record.fitness == 3.0 and record.member_seeds == [] and math.isnan(record.score_sem)

@@ -8,8 +8,10 @@ group; :class:`Campaign` is the directory with the candidate table that ``--resu
 """
 
 from evogan.search.campaign import Campaign, resolve_base
-from evogan.search.fitness import Evaluation, Scorer, evaluate, flop_count, weight_count
+from evogan.search.evaluation import Evaluation
+from evogan.search.fitness import evaluate, flop_count, weight_count
 from evogan.search.run import run_search
+from evogan.search.scoring import Scorer
 from evogan.search.space import Genome, Space
 
 __all__ = [

@@ -47,8 +47,10 @@ from evogan.logs import labelled_stdout
 from evogan.physics import WORST as WORST_SCORE
 from evogan.progress import hushed
 from evogan.search.campaign import CONFIG, Campaign
-from evogan.search.fitness import Scorer, evaluate
+from evogan.search.evaluation import Evaluation
+from evogan.search.fitness import evaluate
 from evogan.search.scheduler import job_config
+from evogan.search.scoring import Scorer
 from evogan.search.significance import ALPHA, mann_whitney_less, verdict
 from evogan.search.space import Space
 from evogan.search.summary import best_rows
@@ -287,7 +289,7 @@ def reproduce_member(
     path: Path, target: str, world: MPI.Comm, out: Path | None = None
 ) -> tuple[float, float | None]:
     """Collective on ``world``: re-train member M of candidate ID (``target`` = "ID:M") with its
-    recorded seed and score it; (score now, score in the table) on every rank."""
+    recorded seed and score it; (score now, score in the table or None) on every rank."""
     campaign, config = Campaign(path), campaign_config(path)
     candidate, _, member_text = target.partition(":")
     row = campaign.finished().get(candidate)
@@ -296,9 +298,10 @@ def reproduce_member(
             f"--reproduce {target}: {candidate!r} is not a candidate of {path}; "
             f"evogan report {path} --out DIR lists the best with their --reproduce commands"
         )
+    record = Evaluation.from_row(row)
     member = int(member_text) if member_text.isdigit() else -1
-    if not 0 <= member < len(row.get("member_seeds") or []):
-        known = len(row.get("member_seeds") or [])
+    if not 0 <= member < len(record.member_seeds):
+        known = len(record.member_seeds)
         raise EvoganError(
             f"--reproduce must be ID:MEMBER of a trained candidate of {path} with recorded "
             f"member seeds (MEMBER below {known}), got {target!r}"
@@ -321,9 +324,10 @@ def reproduce_member(
             workdir,
             open_scorer(config, world),
             parent=None if parent is None else campaign.candidate_dir(parent),
-            seeds=[row["seeds"][training]],
+            seeds=[record.seeds[training]],
             first=training,
         )
     scores = result.member_scores or [math.nan] * per_training
-    recorded = (row.get("member_scores") or [None] * (member + 1))[member]
-    return scores[member % per_training], recorded
+    recorded = record.member_scores[member : member + 1]  # none for a failed candidate
+    table = recorded[0] if recorded and math.isfinite(recorded[0]) else None
+    return scores[member % per_training], table

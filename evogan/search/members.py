@@ -1,8 +1,15 @@
 """The member trainings of one candidate: each on a :class:`GanTrainer` of its own, in process.
 
 A ``steps`` or ``epochs`` budget trains once, a ``seconds`` budget trains epoch by epoch while
-time is left; the trainer's own epoch records tell whether the losses stayed finite. With
-pruning, :func:`train_pruned` trains all members in rung stages (:mod:`evogan.search.rungs`).
+time is left; the trainer's own epoch records tell whether the losses stayed finite.
+:func:`train_members` trains the members one after the other; with pruning,
+:func:`train_in_rungs` opens them all at once and advances them stage by stage, so every member
+reaches a rung before the candidate is judged on the mean score of the members' current
+generators there (scored by the campaign's :class:`~evogan.search.scoring.Scorer`). The group
+leader asks the backend's *decide* callback (:mod:`evogan.search.rungs`) and broadcasts the
+answer: a reason to stop raises :class:`Pruned` on every rank of the group. A ``steps`` budget
+is trained in epochs of ``gcd(rung points)`` steps so that every rung falls on an epoch end.
+
 :func:`failure_of` turns what a training raised into the (status, reason) of a candidate the
 campaign survives: ``pruned``, ``nan``, ``timeout``, ``oom``, ``error``. A
 :class:`~evogan.errors.DataError` is the campaign's problem, not the candidate's: it ends the
@@ -11,10 +18,12 @@ command (on every rank), since the ranks that read good data would wait for the 
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +36,10 @@ from evogan.distributed.mpi import MPI
 from evogan.errors import DataError, EvoganError
 from evogan.gan3d.model.spec import GanSpec
 from evogan.gan3d.training.trainer import GanTrainer
+from evogan.search.evaluation import Evaluation
 from evogan.search.inherit import seed_from_parent
-from evogan.search.rungs import Decide, Pruned, RungPlan, train_in_rungs
+from evogan.search.rungs import Decide, RungPlan, rung_key
+from evogan.search.scoring import Scorer
 
 WORKDIR_ENTRIES = re.compile(r"^(member-\d+|rungs|outcome\.json)$")
 """What a candidate's or re-training's directory holds: member runs, rung generators, the
@@ -58,6 +69,10 @@ class CandidateTimeout(Exception):
 
 class Diverged(Exception):
     """Training losses became NaN or infinite (decided by the group leader, on every rank)."""
+
+
+class Pruned(Exception):
+    """Raised on every rank of a group when its candidate is stopped at a rung."""
 
 
 class MemberTraining:
@@ -145,26 +160,6 @@ def step_hook(
     return on_step
 
 
-def train_pruned(
-    training: MemberTraining,
-    workdir: Path,
-    seeds: list[int],
-    parent: Path | None,
-    result: Any,
-    plan: RungPlan,
-    score: Callable[[Path], float],
-    decide: Decide | None,
-) -> tuple[list[Path], tuple[str, str] | None]:
-    """All member trainings in rung stages (:func:`evogan.search.rungs.train_in_rungs`)."""
-    try:
-        return train_in_rungs(training, workdir, seeds, parent, plan, score, decide, result), None
-    except Exception as exc:
-        failure = failure_of(exc, training.config)
-        if failure is None:
-            raise
-        return [], failure
-
-
 def failure_of(exc: Exception, config: SearchConfig) -> tuple[str, str] | None:
     """(status, reason) of a training failure the campaign survives; None for any other (a
     DataError too: bad data fails every candidate, maybe on only some of a group's ranks)."""
@@ -181,3 +176,139 @@ def failure_of(exc: Exception, config: SearchConfig) -> tuple[str, str] | None:
     if isinstance(exc, EvoganError) and not isinstance(exc, DataError):
         return "error", str(exc)
     return None
+
+
+def train_members(
+    training: MemberTraining,
+    workdir: Path,
+    seeds: list[int],
+    parent: Path | None,
+    result: Evaluation,
+    first: int = 0,
+) -> list[Path]:
+    """Collective on ``training.group``: every member training in turn (``seeds[t]`` in
+    ``workdir/member-{first + t}``, from the same member of ``parent``); returns the member
+    generator files and counts the inherited starts into ``result``."""
+    files: list[Path] = []
+    for t, seed in enumerate(seeds):
+        run_dir = workdir / f"member-{first + t}"
+        source = None if parent is None else parent / run_dir.name
+        made, epochs = training.run(run_dir, seed, source)
+        files += made
+        result.inherited += int(epochs > 0)
+    return files
+
+
+def train_in_rungs(
+    training: MemberTraining,
+    workdir: Path,
+    seeds: list[int],
+    parent: Path | None,
+    plan: RungPlan,
+    scorer: Scorer,
+    decide: Decide | None,
+    result: Evaluation,
+) -> list[Path]:
+    """Collective on ``training.group``: train every member stage by stage, judging the
+    candidate at each rung; returns the member generator files (after save). Records the
+    rung scores in ``result.intermediate``; on a stop sets ``result.rung`` and raises
+    :class:`Pruned`."""
+    group = training.group
+    members = [_open(training, workdir, t, seed, parent, plan) for t, seed in enumerate(seeds)]
+    result.inherited += sum(int(m.inherited > 0) for m in members)
+    for index, point in enumerate(plan.points):
+        for member in members:
+            _advance(member, plan, point, group)
+        finite = [m.trainer.losses_finite() for m in members]
+        if not all(finite):
+            _close(members)
+            training.check(members[finite.index(False)].trainer)
+        if index == len(plan.points) - 1:
+            break
+        mean = _rung_score(training, members, workdir, index, scorer)
+        result.intermediate[rung_key(point)] = mean
+        reason = decide(index, point, mean) if group.rank == 0 and decide is not None else None
+        reason = group.bcast(reason, root=0)
+        if reason is not None:
+            result.rung = index
+            _close(members)
+            raise Pruned(reason)
+    files: list[Path] = []
+    for member in members:
+        member.trainer.save(learning_curve=False)
+        member.trainer.close()
+        files += member.trainer.member_files()
+    return files
+
+
+@dataclass
+class _Member:
+    trainer: GanTrainer
+    inherited: int
+    spent: float = 0.0  # training seconds (a seconds budget)
+    epochs_at_start: int = 0
+
+
+def _open(
+    training: MemberTraining, workdir: Path, t: int, seed: int, parent: Path | None, plan: RungPlan
+) -> _Member:
+    config = training.gan_config(seed)
+    if plan.kind == "steps":  # epochs of gcd(rung points) steps: rungs fall on epoch ends
+        config.trainer.steps_per_epoch = plan.unit
+        config.trainer.epochs = int(plan.points[-1]) // plan.unit
+    run_dir = workdir / f"member-{t}"
+    source = None if parent is None else parent / run_dir.name
+    trainer, inherited = training.start(run_dir, seed, source, config)
+    return _Member(trainer, inherited, epochs_at_start=trainer.position.epoch)
+
+
+def _advance(member: _Member, plan: RungPlan, point: float, group: MPI.Comm) -> None:
+    """Train ``member`` up to the budget ``point`` (a seconds budget: at least one epoch)."""
+    trainer = member.trainer
+    if plan.kind != "seconds":
+        target = member.epochs_at_start + round(point / plan.unit)
+        if target > trainer.position.epoch:
+            trainer.train(epochs=target - trainer.position.epoch)
+        return
+    while True:
+        first = trainer.position.epoch == member.epochs_at_start
+        if not group.bcast(first or member.spent < point, root=0):
+            return
+        began = time.perf_counter()
+        trainer.train(epochs=1)
+        member.spent += time.perf_counter() - began
+
+
+def _rung_score(
+    training: MemberTraining, members: list[_Member], workdir: Path, rung: int, scorer: Scorer
+) -> float:
+    """Mean score of the members' current generators (files under ``workdir/rungs``, scored
+    in parallel across the group's ranks)."""
+    from evogan.gan3d.model.conditions import KEY
+    from evogan.gan3d.model.model_file import save_generator
+
+    group = training.group
+    folder = workdir / "rungs"
+    if group.rank == 0:
+        folder.mkdir(parents=True, exist_ok=True)
+    group.Barrier()
+    files: list[Path] = []
+    for t, member in enumerate(members):
+        trainer = member.trainer
+        ranks = [0] if trainer.mode.replicas else list(range(group.size))
+        for r in ranks:
+            path = folder / f"rung-{rung}-member-{t}-rank-{r}.h5"
+            if r == group.rank:
+                meta = {"epochs": trainer.position.epoch, "rung": rung, KEY: trainer.trained_on}
+                save_generator(path, trainer.config.spec, trainer.parallel.step.generator, meta)
+            files.append(path)
+    group.Barrier()
+    values = scorer.score_all(files[: training.config.fitness.members], group)
+    return math.nan if any(math.isnan(v) for v in values) else sum(values) / len(values)
+
+
+def _close(members: list[_Member]) -> None:
+    """Save and free every member training (its run directory shows what it trained)."""
+    for member in members:
+        member.trainer.save(learning_curve=False)
+        member.trainer.close()

@@ -12,9 +12,9 @@ from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base
-from evogan.search.fitness import Scorer, check_data
 from evogan.search.pbt import check_population, pbt_summary, segment_count
 from evogan.search.scheduler import Session
+from evogan.search.scoring import Scorer, check_data
 from evogan.search.space import Space
 from evogan.search.summary import build_summary, trained
 

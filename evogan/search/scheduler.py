@@ -23,8 +23,10 @@ from evogan.islands.session import IslandSession
 from evogan.logs import labelled_stdout
 from evogan.progress import hushed
 from evogan.search.campaign import Campaign
-from evogan.search.fitness import Evaluation, Scorer, evaluate
+from evogan.search.evaluation import Evaluation
+from evogan.search.fitness import evaluate
 from evogan.search.rungs import Decide
+from evogan.search.scoring import Scorer
 from evogan.search.space import Space
 
 

@@ -1,0 +1,134 @@
+"""Scoring a candidate's generators: held-out showers and their reference features, built
+once per process, and the value a search minimises.
+
+:class:`Scorer` loads a generator file, makes showers for the held-out events with the same
+noise for every member and candidate (``SCORE_SEED``) and scores them against
+:class:`evogan.physics.Reference` (``fitness.metric``, default the selection score, finite for
+any showers: empty ones score worst-class); :meth:`Scorer.score_all` spreads a candidate's
+generators over the ranks of its group. :func:`check_data` refuses, before a campaign
+starts, data that would fail every candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from evogan.config.data import DataConfig
+from evogan.config.search import MIN_TEST_EVENTS, SearchConfig
+from evogan.distributed.mpi import MPI
+from evogan.errors import ConfigError, DataError
+from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.spec import check_window
+from evogan.physics import WORST as WORST_SCORE
+from evogan.physics import Reference, Validation
+
+SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
+
+
+class Scorer:
+    """Reference features of the held-out showers, computed once per process. As in training
+    validation, an angle-conditioned base spec has its showers' angles scored."""
+
+    def __init__(self, config: SearchConfig) -> None:
+        from evogan.data.reader import open_dataset
+
+        _train, test = open_dataset(config.data, announce=lambda _line: None)
+        chunk = test.read(min(config.fitness.test_events, len(test)))
+        self.metric = config.fitness.metric
+        self.energy = chunk.energy
+        self.theta = chunk.theta
+        self.reference = Reference.from_showers(
+            chunk.ecal,
+            chunk.energy,
+            cell_threshold=test.cell_threshold,
+            bins=config.fitness.energy_bins,
+            seed=SCORE_SEED,
+            theta=chunk.theta if config.spec.conditioning.angle else None,
+        )
+
+    def score(self, path: Path) -> float:
+        """``fitness.metric`` of the generator file ``path`` (lower is better): NaN when its
+        showers are not finite (training diverged), else finite."""
+        from evogan.gan3d.model.model_file import load_generator
+
+        spec, generator, _meta = load_generator(path)
+        theta = self.theta if spec.conditioning.angle else None
+        rng = torch.Generator().manual_seed(SCORE_SEED)
+        showers = generate_showers(spec, generator, self.energy, theta, rng)
+        if not np.isfinite(showers).all():
+            return math.nan
+        result = self.reference.score(showers, self.energy, self.theta)
+        return metric_value(result, self.metric)
+
+    def score_all(self, files: list[Path], group: MPI.Comm) -> list[float]:
+        """Collective on ``group``: the score of every generator file in ``files`` (in their
+        order, on every rank), each file scored on one rank."""
+        mine = {m: self.score(p) for m, p in enumerate(files) if m % group.size == group.rank}
+        scores: dict[int, float] = {}
+        for part in group.allgather(mine):
+            scores.update(part)
+        return [scores[m] for m in range(len(files))]
+
+
+def check_data(config: SearchConfig) -> Scorer:
+    """Refuse data that would fail every candidate, before the campaign directory exists: files
+    that cannot be read or whose cell window is not the base spec's output shape, an energy or
+    angle of any train or test event that is not finite (read without the cells), too few test
+    events for the score or its energy bins. Makes the synthetic data when no files are given,
+    so one rank calls it before the others read, and returns the scorer it built for them to
+    share."""
+    from evogan.data.reader import open_dataset
+
+    train, test = open_dataset(config.data, announce=lambda _line: None)
+    check_window(config.spec, test.shape, test.files)  # open_dataset: train's cells are alike
+    for view in (train, test):
+        view.energies()  # checks every event's energy and angle
+    if len(test) < MIN_TEST_EVENTS:
+        raise DataError(
+            f"the test split holds {len(test)} event(s), fewer than the {MIN_TEST_EVENTS} the "
+            f"fitness score needs (two halves of 4); {_more_test_data(config.data)}"
+        )
+    _check_bins(config, len(test))
+    return Scorer(config)
+
+
+def _check_bins(config: SearchConfig, held: int) -> None:
+    """The reference (``fitness.test_events`` of the ``held`` test events) needs at least one
+    event per energy bin; said with the search's keys."""
+    fitness = config.fitness
+    events = min(fitness.test_events, held)
+    if events >= fitness.energy_bins:
+        return
+    more = _more_test_data(config.data)
+    if fitness.test_events < held:
+        more = "raise fitness.test_events"
+    raise ConfigError(
+        f"fitness.energy_bins = {fitness.energy_bins} needs at least as many reference events, "
+        f"got {events} (fitness.test_events = {fitness.test_events}, test split {held}); "
+        f"lower fitness.energy_bins, or {more}"
+    )
+
+
+def _more_test_data(data: DataConfig) -> str:
+    """The settings that give the test split more events."""
+    if data.test_events is not None:
+        return f"raise data.test_events (= {data.test_events}) or use more data"
+    if data.test_files:
+        return "add events to data.test_files"
+    return "use more data or raise data.test_fraction"
+
+
+def metric_value(result: Validation, metric: str) -> float:
+    """The value a search minimises: the selection score, or one reported metric (AUC as
+    its distance from 0.5); worst-class when the metric could not be measured."""
+    if metric == "score":
+        return result.score
+    entry = result.metrics.get(metric)
+    value = math.nan if entry is None else entry["value"]
+    if metric == "classifier_auc":
+        value = abs(value - 0.5)
+    return float(value) if math.isfinite(value) else WORST_SCORE
