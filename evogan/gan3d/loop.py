@@ -23,13 +23,13 @@ import torch
 from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import Layout
 from evogan.distributed.mpi import MPI
-from evogan.engine.seeding import numpy_generator
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.cadence import CHECKPOINT, VALIDATE, Cadence
 from evogan.gan3d.lr_decay import lr_factor
 from evogan.gan3d.parallel import Mode, ParallelGanStep
 from evogan.gan3d.validation import TrainingValidation
 from evogan.progress import progress
+from evogan.seeding import numpy_generator
 from evogan.store import MetricsWriter, RunDir
 
 LEARNING_CURVE = "learning_curve.png"

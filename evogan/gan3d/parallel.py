@@ -27,7 +27,6 @@ from evogan.config.parallel import ParallelConfig
 from evogan.distributed.comm import GroupSize, Layout
 from evogan.distributed.mpi_group import MpiGroup
 from evogan.distributed.torch_group import TorchGroup
-from evogan.engine.seeding import torch_generator
 from evogan.gan3d import checkpoint as ckpt
 from evogan.gan3d.data_parallel import (
     GradientExchange,
@@ -41,6 +40,7 @@ from evogan.gan3d.precision import ForwardOptions
 from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.step import GanStep
 from evogan.gan3d.weight_average import WeightAverage
+from evogan.seeding import torch_generator
 from evogan.store import BEST_MODEL
 
 ENSEMBLE = "generators"

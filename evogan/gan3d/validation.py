@@ -19,13 +19,13 @@ import numpy as np
 import torch
 
 from evogan.distributed.mpi import MPI
-from evogan.engine.seeding import torch_generator
 from evogan.gan3d.data_parallel import average_tensors
 from evogan.gan3d.model_file import finite_weights, save_generator
 from evogan.gan3d.networks import Generator
 from evogan.gan3d.spec import GanSpec
 from evogan.gan3d.standing_stats import standing_statistics
 from evogan.progress import progress
+from evogan.seeding import torch_generator
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir
 
 GENERATE_BATCH = 128

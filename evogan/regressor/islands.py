@@ -22,7 +22,6 @@ from evogan.distributed.failure import rank0_decides
 from evogan.distributed.launcher import resume_line
 from evogan.distributed.signals import catch_stop_signals
 from evogan.distributed.tags import Tag
-from evogan.engine import numpy_generator
 from evogan.errors import EvoganError, RunStopped
 from evogan.islands.codec import MigrantCodec
 from evogan.islands.island import Island, IslandSettings
@@ -35,6 +34,7 @@ from evogan.regressor.problem import RegressorProblem, require_cuda
 from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent
 from evogan.regressor.strategy import build_strategy, check_memory, method_name, schedules
+from evogan.seeding import numpy_generator
 from evogan.store import MetricsWriter, RunDir
 from evogan.store.manifest import check_resume_layout, write_manifest
 

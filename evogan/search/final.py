@@ -39,7 +39,6 @@ from evogan.config.search import SearchConfig
 from evogan.distributed.comm import split_layout
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopAgreement, StopFlag, catch_stop_signals
-from evogan.engine.seeding import derive_seed
 from evogan.errors import EvoganError, RunStopped
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec
@@ -52,6 +51,7 @@ from evogan.search.scheduler import job_config
 from evogan.search.significance import ALPHA, mann_whitney_less, verdict
 from evogan.search.space import Space
 from evogan.search.summary import best_rows
+from evogan.seeding import derive_seed
 from evogan.store import atomic_write
 from evogan.store.state_files import read_state
 

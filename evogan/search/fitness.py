@@ -36,7 +36,6 @@ import torch
 from evogan.config.data import DataConfig
 from evogan.config.search import MIN_TEST_EVENTS, SearchConfig
 from evogan.distributed.mpi import MPI
-from evogan.engine.seeding import derive_seed
 from evogan.errors import ConfigError, DataError
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec, check_window, discriminator_layers, generator_layers
@@ -45,6 +44,7 @@ from evogan.physics import Reference, Validation
 from evogan.physics.validation import generate_showers
 from evogan.search.members import MemberTraining, clear_workdir, failure_of, train_pruned
 from evogan.search.rungs import Decide, rung_key, rung_plan
+from evogan.seeding import derive_seed
 
 WORST = math.inf
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate

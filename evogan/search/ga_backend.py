@@ -23,7 +23,6 @@ from deap import base, creator, tools
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag
 from evogan.distributed.tags import Tag
-from evogan.engine.seeding import numpy_generator
 from evogan.islands.migration import best_first, make_topology, replace_worst
 from evogan.islands.session import IslandSession
 from evogan.search.campaign import worst_for_null
@@ -32,6 +31,7 @@ from evogan.search.journal import mirror_table
 from evogan.search.rungs import RungHistory
 from evogan.search.scheduler import Session, refused_row, run_job, serve_leader
 from evogan.search.space import Genome
+from evogan.seeding import numpy_generator
 from evogan.store import RunDir
 from evogan.store.state_files import require_keys
 
