@@ -7,8 +7,8 @@ seeds each (derived from the campaign seed, never the members' seeds, the same f
 architecture), at the campaign's budget and from scratch (inherited weights would not be an
 equal budget), scores each training with the campaign's :class:`Scorer`, and asks the one-sided
 Mann-Whitney U test whether the candidate's scores lie below the baseline's. A failed training
-(NaN, timeout, error) is a real outcome: it scores worst (``evogan.physics.WORST``) and is
-listed. Trainings are spread over the rank groups of the job; world rank 0 writes the result
+(NaN, timeout, error) is a real outcome: it scores worst (``evogan.physics.WORST_SCORE``) and
+is listed. Trainings are spread over the rank groups of the job; world rank 0 writes the result
 into summary.json as ``final``.
 
 Each finished training leaves ``outcome.json`` (its seed, budget and score) in its directory,
@@ -43,7 +43,7 @@ from evogan.errors import EvoganError, RunStopped
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec
 from evogan.logs import labelled_stdout
-from evogan.physics import WORST as WORST_SCORE
+from evogan.physics import WORST_SCORE
 from evogan.progress import hushed
 from evogan.search.campaign import CONFIG, Campaign
 from evogan.search.fitness import Scorer, evaluate

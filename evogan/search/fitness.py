@@ -39,14 +39,14 @@ from evogan.distributed.mpi import MPI
 from evogan.errors import ConfigError, DataError
 from evogan.gan3d.parallel import mode_for
 from evogan.gan3d.spec import GanSpec, check_window, discriminator_layers, generator_layers
-from evogan.physics import WORST as WORST_SCORE
-from evogan.physics import Reference, Validation
+from evogan.physics import WORST_SCORE, Reference, Validation
 from evogan.physics.validation import generate_showers
 from evogan.search.members import MemberTraining, clear_workdir, failure_of, train_pruned
 from evogan.search.rungs import Decide, rung_key, rung_plan
 from evogan.seeding import derive_seed
 
-WORST = math.inf
+WORST_OBJECTIVE = math.inf
+"""An objective (fitness, parameters, FLOPs) a candidate did not earn: worse than any value."""
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
 
 
@@ -199,9 +199,9 @@ class Evaluation:
         """Values to minimise: fitness, then params or FLOPs when asked for."""
         values = [self.fitness]
         if second == "params":
-            values.append(float(self.params) if self.status == "ok" else WORST)
+            values.append(float(self.params) if self.status == "ok" else WORST_OBJECTIVE)
         elif second == "flops":
-            values.append(float(self.flops) if self.status == "ok" else WORST)
+            values.append(float(self.flops) if self.status == "ok" else WORST_OBJECTIVE)
         return values
 
     def as_row(self) -> dict[str, Any]:
@@ -255,7 +255,7 @@ def precheck(config: SearchConfig, spec: GanSpec) -> Evaluation | None:
         return None
     return Evaluation(
         "memory",
-        WORST,
+        WORST_OBJECTIVE,
         f"estimated training memory {need:.0f} MB exceeds budget.max_memory_mb = {limit:g}",
         params=weight_count(spec),
         flops=flop_count(spec),
@@ -293,7 +293,9 @@ def evaluate(
     if group.rank == 0 and workdir.exists():  # left over from a killed run: start afresh
         clear_workdir(workdir)
     group.Barrier()
-    result = Evaluation("ok", WORST, seeds=seeds, params=weight_count(spec), flops=flop_count(spec))
+    result = Evaluation(
+        "ok", WORST_OBJECTIVE, seeds=seeds, params=weight_count(spec), flops=flop_count(spec)
+    )
     per_training = mode_for(config.trainer).members(group.size)
     count = min(config.fitness.members, per_training * len(seeds))
     result.member_seeds = [seeds[m // per_training] for m in range(count)]
