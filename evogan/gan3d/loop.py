@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from evogan.config.parallel import ParallelConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.distributed.comm import Layout
 from evogan.distributed.mpi import MPI
 from evogan.gan3d import checkpoint as ckpt
@@ -173,7 +173,7 @@ class EpochLoop:
 
     def __init__(
         self,
-        settings: ParallelConfig,
+        settings: TrainerConfig,
         mode: Mode,
         seed: int,
         checkpoint_every: int,
