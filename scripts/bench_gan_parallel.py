@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.parallel import ParallelConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.distributed import guard, split_layout, world_comm
 from evogan.gan3d.model.spec import GanSpec, load_spec
 from evogan.gan3d.training.modes import build_parallel_step
@@ -57,7 +57,7 @@ def bench_mode(
     world: MPI.Comm, spec: GanSpec, name: str, batch: int, steps: int, warmup: int
 ) -> dict | None:
     """Time ``steps`` training steps in one mode; the figures of all ranks (rank 0 only)."""
-    trainer = ParallelConfig(**MODES[name])
+    trainer = TrainerConfig(**MODES[name])
     layout = split_layout(world)
     backend = "mpi" if trainer.backend == "auto" else trainer.backend
     parallel = build_parallel_step(spec, trainer, layout, seed=0, rank=RankSetup(backend=backend))

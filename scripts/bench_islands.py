@@ -43,7 +43,7 @@ BASE = {
     "data": {"synthetic": {"events": 1250}, "train_events": 1000, "test_events": 250},
     "ga": {"batch_size": 128, "epochs": 10, "schedule_milestones": [4, 8]},
     "run": {"progress_every": 100000},
-    "migration": {"interval": 10, "mode": "async"},
+    "migration": {"every": 10, "mode": "async"},
     "checkpoint": {"every": 200},
 }
 

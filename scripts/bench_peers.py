@@ -51,7 +51,6 @@ import torch.nn.functional as F
 from bench_regressor import CONFIGS, _pct
 
 from evogan.config import load_config
-from evogan.engine import torch_generator
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
 from evogan.regressor.network import (
     RegressorLayout,
@@ -62,6 +61,7 @@ from evogan.regressor.network import (
 from evogan.regressor.problem import Minibatch, RegressorProblem
 from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.strategy import build_strategy
+from evogan.seeding import torch_generator
 
 SEED = 0
 CHILDREN = 8

@@ -4,7 +4,7 @@ a check of the model against real evogan runs at a few ranks (docs/scaling.md).
 1. per-message costs (real mpi4py under real ``mpirun``): ping-pong latency/bandwidth from 32 B
    to the 3DGAN generator's gradient size at 2 ranks, fitted to ``alpha + n * beta``; one
    ``Allreduce`` vs size at every rank count of ``--ranks``; a core's copy and float32-sum rate.
-2. model (evogan/distributed/cost_model.py): island migration, sync all-reduce and ARAR step
+2. model (scripts/cost_model.py): island migration, sync all-reduce and ARAR step
    costs and parallel efficiency for P = 2..1024. Point-to-point messages (migration, the ARAR
    ring) use the ping-pong fit; sync's all-reduces use the fit of the measured ``Allreduce``
    times at every P, plus the wait for the slowest rank from the measured spread of the ranks'
@@ -41,8 +41,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evogan.distributed.cost_model import (  # noqa: E402
+from cost_model import (  # noqa: E402
     Hockney,
     LocalCosts,
     allreduce_seconds,
@@ -53,6 +54,7 @@ from evogan.distributed.cost_model import (  # noqa: E402
     straggler_wait,
     sync_step,
 )
+
 from evogan.distributed.launcher import mpirun_prefix  # noqa: E402
 
 MODEL_RANKS = [2**k for k in range(1, 11)]
@@ -190,7 +192,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     mpi4py.rc.initialize = False  # evogan.islands imports MPI: this launcher must not start it
     mpi4py.rc.finalize = False
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_islands
 
     networks = network_sizes()
@@ -202,7 +203,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "ga.epochs": epochs,
         "ga.schedule_milestones": [epochs // 3, 2 * epochs // 3],
         "checkpoint.every": 0,
-        "migration.interval": INTERVAL,
+        "migration.every": INTERVAL,
     }
     steps = 4 if args.quick else 10
     raw: dict[str, Any] = {

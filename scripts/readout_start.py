@@ -31,11 +31,11 @@ from bench_peers import _spread
 
 from evogan.config import load_config
 from evogan.engine import Streams
-from evogan.engine.seeding import seeded
 from evogan.errors import EvoganError
 from evogan.regressor.data import RegressorData, load_and_check, mape
 from evogan.regressor.network import RegressorLayout, batched_predict, initial_weights
 from evogan.regressor.readout import ReadoutStart, relative_ridge
+from evogan.seeding import seeded
 
 PERCENT = "{:.2f}%".format
 

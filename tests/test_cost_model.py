@@ -1,13 +1,18 @@
-"""The communication cost model of docs/scaling.md: fit, allreduce algorithms, the three modes."""
+"""The communication cost model of docs/scaling.md (``scripts/cost_model.py``, beside the
+benchmark it serves): fit, allreduce algorithms, the three modes."""
 
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from evogan.distributed.cost_model import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from cost_model import (
     Hockney,
     LocalCosts,
     allreduce_seconds,

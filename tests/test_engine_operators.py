@@ -7,17 +7,16 @@ import pytest
 import torch
 
 from evogan.engine import (
-    derive_seed,
     make_schedule,
     mutated_count,
     mutation_mask,
     operators,
     point_mutation,
     replace_mutation,
-    torch_generator,
 )
 from evogan.engine.operators import splitmix
 from evogan.errors import ConfigError
+from evogan.seeding import derive_seed, torch_generator
 
 
 def _seed(step: int = 0) -> int:

@@ -22,7 +22,7 @@ from evogan.gan3d.model.ensemble_members import (
 )
 from evogan.gan3d.model.generate import score_generator
 from evogan.gan3d.model.spec import GanSpec
-from evogan.physics import WORST, Reference, worst_validation
+from evogan.physics import WORST_SCORE, Reference, worst_validation
 from evogan.physics.ensemble import combine, ensemble_moments
 from tests.gan_fixtures import save_tiny_generator, tiny_generator, tiny_spec, toy_showers
 
@@ -75,7 +75,7 @@ def test_failed_and_empty_members_score_worst(scored: dict) -> None:
     empty = reference.score(np.zeros((10, 51, 51, 25), np.float32), np.full(10, 50.0))
     failed = worst_validation(10, 10, "generator failed: out of memory")
     result = combine([scored["truth"][0], empty, failed], reference.edges, beta=0.0)
-    assert result.scores.tolist()[1:] == [WORST, WORST]
+    assert result.scores.tolist()[1:] == [WORST_SCORE, WORST_SCORE]
     assert np.isfinite(result.score)
     assert np.isfinite(result.mean["profile_z"]).all()  # worst members add no observables
 
@@ -90,7 +90,7 @@ def test_members_see_the_same_noise_and_a_broken_one_scores_worst() -> None:
     broken = tiny_generator(7)
     broken.forward = lambda _z: (_ for _ in ()).throw(RuntimeError("CUDA out of memory"))
     result = score_generator(reference, spec, broken, energy, theta, seed=3)
-    assert result.score == WORST and "out of memory" in result.to_json()["reason"]
+    assert result.score == WORST_SCORE and "out of memory" in result.to_json()["reason"]
 
 
 def test_members_must_share_the_latent() -> None:

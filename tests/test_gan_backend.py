@@ -20,7 +20,7 @@ import torch
 from mpi4py import MPI
 
 from evogan.config import load_config
-from evogan.config.parallel import ParallelConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.torch_group import TorchGroup
 from evogan.errors import ConfigError, EvoganError
@@ -154,18 +154,18 @@ def test_torch_groups_over_mpi_open_side_by_side_and_close_twice() -> None:
 
 
 def test_backend_choice_resolves_per_mode_and_device() -> None:
-    assert rank_backend(ParallelConfig(), "cpu", 2) == "mpi"  # auto on CPU
-    assert rank_backend(ParallelConfig(backend="gloo"), "cpu", 2) == "gloo"
-    assert rank_backend(ParallelConfig(mode="arar"), "cuda:0", 4) == "mpi"  # rings use MPI
+    assert rank_backend(TrainerConfig(), "cpu", 2) == "mpi"  # auto on CPU
+    assert rank_backend(TrainerConfig(backend="gloo"), "cpu", 2) == "gloo"
+    assert rank_backend(TrainerConfig(mode="arar"), "cuda:0", 4) == "mpi"  # rings use MPI
     expected = "nccl" if torch.distributed.is_nccl_available() else "mpi"
-    assert rank_backend(ParallelConfig(device="cuda"), "cuda:0", 2) == expected
-    assert rank_backend(ParallelConfig(device="cuda"), "cuda:0", 1) == "mpi"  # nothing to reduce
-    shared = ParallelConfig(device="cuda")
+    assert rank_backend(TrainerConfig(device="cuda"), "cuda:0", 2) == expected
+    assert rank_backend(TrainerConfig(device="cuda"), "cuda:0", 1) == "mpi"  # nothing to reduce
+    shared = TrainerConfig(device="cuda")
     assert rank_backend(shared, "cuda:0", 2, sharing=2) == "mpi"  # two ranks on one GPU
     with pytest.raises(
         EvoganError, match=r"^trainer\.backend = 'nccl' needs a GPU per rank, but 2"
     ):
-        rank_backend(ParallelConfig(device="cuda", backend="nccl"), "cuda:0", 2, sharing=2)
+        rank_backend(TrainerConfig(device="cuda", backend="nccl"), "cuda:0", 2, sharing=2)
 
 
 @pytest.mark.parametrize(
@@ -237,7 +237,7 @@ def test_the_mpi_library_answers_whether_it_is_cuda_aware() -> None:
 
 def test_ring_buffers_go_on_the_gpu_only_where_every_rank_s_mpi_can_move_them() -> None:
     def choice(aware: list[bool | None], gpu: bool = True, **keys: object) -> tuple[bool, str]:
-        return choose_ring_buffers(ParallelConfig(mode="arar", **keys), gpu, aware)
+        return choose_ring_buffers(TrainerConfig(mode="arar", **keys), gpu, aware)
 
     assert choice([True, True]) == (True, "this MPI is CUDA-aware")
     assert choice([True, False]) == (False, "this MPI is not CUDA-aware")

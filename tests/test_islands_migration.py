@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -117,3 +119,42 @@ def test_immigrants_join_the_next_generation(policy) -> None:
     assert torch.equal(candidates[0], elite)
     assert torch.equal(candidates[-2], stranger) and island.immigrants_used == 2
     assert torch.equal(strategy.elite, stranger + 1) and island.immigrant_wins == 1
+
+
+def _refusal(path, overrides) -> str:
+    with pytest.raises(ConfigError) as error:
+        load_config(path, overrides)
+    assert "\n" not in str(error.value)
+    return str(error.value)
+
+
+def test_one_migration_shape_names_the_new_key_of_an_old_one(tmp_path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("task: regressor\n")
+    assert "unknown key migration.interval; it is now migration.every;" in _refusal(
+        path, ["migration.interval=2"]
+    )
+    assert "unknown key migration.k; it is now migration.migrants;" in _refusal(
+        path, ["migration.k=2"]
+    )
+    assert "migration.migrants = 0 is not allowed" in _refusal(path, ["migration.migrants=0"])
+    cfg = load_config(path, ["migration.every=3", "migration.migrants=2"])
+    assert (cfg.migration.every, cfg.migration.migrants) == (3, 2)
+
+
+SEARCH = Path(__file__).parents[1] / "configs" / "arch_search_tiny.yaml"
+
+
+def test_the_architecture_ga_keeps_its_defaults_and_refuses_what_it_cannot_use() -> None:
+    cfg = load_config(SEARCH, ["ga.migration={topology: random}"])
+    assert (cfg.ga.migration.every, cfg.ga.migration.policy) == (1, "replace_worst")
+    assert cfg.ga.migration.migrants == 1
+    for key, value in [
+        ("topology", "matrix"),
+        ("policy", "compete"),
+        ("mode", "sync"),
+        ("send", "weights"),
+    ]:
+        extra = ["ga.migration.matrix=[[0, 1], [1, 0]]"] if value == "matrix" else []
+        message = _refusal(SEARCH, [f"ga.migration.{key}={value}", *extra])
+        assert message.startswith(f"ga.migration.{key} = {value!r} is not allowed"), message

@@ -34,7 +34,7 @@ TINY = {
     "data": {"synthetic": {"events": 300}, "train_events": 240, "test_events": 60},
     "ga": {"batch_size": 32, "epochs": 2, "schedule_milestones": [1]},
     "run": {"progress_every": 1000},
-    "migration": {"interval": 2},
+    "migration": {"every": 2},
     "checkpoint": {"every": 4},
 }
 SYNC_LONG = [
@@ -138,7 +138,7 @@ def test_async_run_finishes_with_one_slow_island(config, tmp_path) -> None:
         "--set",
         "migration.topology=full",
         "--set",
-        "migration.interval=1",
+        "migration.every=1",
     ]
     done = mpirun(4, args, timeout=90)
     assert done.returncode == 0, done.stderr

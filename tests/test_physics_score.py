@@ -12,7 +12,7 @@ import pytest
 from evogan.config.data import DataConfig
 from evogan.data.synthetic import generate_showers, synthesize
 from evogan.errors import DataError
-from evogan.physics import WORST, Reference
+from evogan.physics import WORST_SCORE, Reference
 from evogan.physics.distortions import SINGLE, SUITE
 
 EVENTS = 300
@@ -90,16 +90,16 @@ def test_empty_and_non_finite_showers_are_worst_class_and_finite(world: dict) ->
     ecal, energy = world["sample"]
     reference = world["reference"]
     empty = reference.score(np.zeros_like(ecal[:50]), energy[:50])
-    assert empty.score == WORST
+    assert empty.score == WORST_SCORE
     assert empty.table is not None and empty.table.bad.all()  # its features, for the figures
     broken = ecal[:200].copy()
     broken[:] = np.nan
-    assert reference.score(broken, energy[:200]).score == WORST
+    assert reference.score(broken, energy[:200]).score == WORST_SCORE
     partly = ecal.copy()
     partly[: EVENTS // 10] = 0.0  # 10% empty showers: a tenth of the way to worst
     result = reference.score(partly, energy)
     assert result.bad_events == EVENTS // 10
-    assert 0.1 * WORST < result.score < WORST
+    assert 0.1 * WORST_SCORE < result.score < WORST_SCORE
     assert result.to_json()["metrics"]["bad_fraction"]["value"] == pytest.approx(0.1)
 
 

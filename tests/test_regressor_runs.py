@@ -270,7 +270,7 @@ def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs, r
     best = []
     for send in ("lineage", "weights"):
         run = root / f"islands-{readout}-{send}"
-        sync = ["migration.mode=sync", "migration.interval=2", f"migration.send={send}"]
+        sync = ["migration.mode=sync", "migration.every=2", f"migration.send={send}"]
         start = [f"model.readout={readout}", "model.readout_events=64"]
         args = [f"--set={item}" for item in [*ADAPTIVE, *start, *sync]]
         with pytest.MonkeyPatch.context() as patch:

@@ -24,12 +24,12 @@ from evogan.config.search import SearchConfig
 from evogan.data.reader import ShowerDataset, open_files
 from evogan.data.synthetic import generate_showers
 from evogan.data.writer import ShowerWriter
-from evogan.engine.seeding import torch_generator
 from evogan.gan3d.model.generate import generate_showers as generated_showers
 from evogan.gan3d.model.model_file import load_generator
 from evogan.physics import Reference
 from evogan.search import resolve_base
 from evogan.search.scoring import SCORE_SEED, Scorer
+from evogan.seeding import torch_generator
 from tests.gan_fixtures import REPO, TINY, save_tiny_generator
 
 EVENTS, BINS = 120, 3

@@ -24,7 +24,7 @@ import pytest
 from evogan.config import load_config
 from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError
-from evogan.physics import WORST
+from evogan.physics import WORST_SCORE
 from evogan.search import resolve_base
 from evogan.search.final import BASELINE, OUTCOME, build_final, final_seeds
 from evogan.search.fitness import member_seeds
@@ -75,11 +75,11 @@ def test_final_counts_failures_as_worst_and_tests_against_the_baseline(tmp_path:
     good = [1.0, 1.1, 1.2, 1.3]
     outcomes = {(0, s): (good[s], "") for s in range(4)}
     outcomes.update({(1, s): (3.0 + s, "") for s in range(3)})
-    outcomes[(1, 3)] = (WORST, "nan: training losses became NaN or infinite")
+    outcomes[(1, 3)] = (WORST_SCORE, "nan: training losses became NaN or infinite")
     final = build_final(config, entries, seeds, outcomes, wall_s=1.0)
     json.dumps(final, allow_nan=False)  # strict JSON as summary.json is written
     (candidate,), baseline = final["candidates"], final["baseline"]
-    assert baseline["scores"] == [3.0, 4.0, 5.0, WORST]
+    assert baseline["scores"] == [3.0, 4.0, 5.0, WORST_SCORE]
     assert baseline["failed"] == [{"seed": 14, "reason": outcomes[(1, 3)][1]}]
     assert candidate["p_value"] == pytest.approx(1 / 70) and candidate["better"]
     assert candidate["method"] == "exact" and candidate["campaign_fitness"] == 1.0

@@ -16,6 +16,7 @@ import yaml
 from evogan.config.base import validate
 from evogan.config.search import SearchConfig
 from evogan.data.synthetic import write_synthetic
+from evogan.errors import EvoganError
 from evogan.search import Campaign, resolve_base
 from tests.conftest import REPO, kill_job, launch
 from tests.data_fixtures import write_layout
@@ -122,3 +123,19 @@ def test_resume_refuses_fewer_candidates_than_trained(tmp_path: Path, data: Path
     line = _one_error(_search(*args))
     assert "candidates = 2 is not allowed" in line and "4 trained" in line
     assert (campaign.path / "config.yaml").read_text() == stored
+
+
+def test_a_campaign_stored_before_a_nested_key_was_added_resumes(tmp_path: Path) -> None:
+    """A key added to a section since the campaign was stored counts as its default: a campaign
+    that stored ``ga.migration`` with three keys opens under today's five-key section, and a
+    changed value is still refused."""
+    raw = yaml.safe_load((REPO / "configs" / "arch_search_tiny.yaml").read_text())
+    config = resolve_base(validate(SearchConfig, raw, source="test"), REPO / "configs" / "x.yaml")
+    campaign = Campaign.create(config, 2, tmp_path / "campaign")
+    stored = yaml.safe_load((campaign.path / "config.yaml").read_text())
+    stored["ga"]["migration"] = {"topology": "ring", "every": 1, "migrants": 1}
+    (campaign.path / "config.yaml").write_text(yaml.safe_dump(stored))
+    Campaign.open(campaign.path, config, 2)
+    changed = config.model_copy(update={"ga": config.ga.model_copy(update={"tournament": 3})})
+    with pytest.raises(EvoganError, match="was started with a different ga"):
+        Campaign.open(campaign.path, changed, 2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -26,6 +26,10 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(
         extra="forbid", strict=False, validate_assignment=True, allow_inf_nan=False
     )
+
+    renamed_keys: ClassVar[dict[str, str]] = {}
+    """Keys the section no longer takes -> the key of the section that replaced each (the
+    refusal of an old key names its new one)."""
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -92,9 +96,12 @@ def _describe(model: type[BaseModel], exc: ValidationError) -> str:
     key = ".".join(loc) or "(top level)"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     if first["type"] == "extra_forbidden":
-        allowed = _allowed_keys(model, loc[:-1])
-        close = difflib.get_close_matches(loc[-1], allowed, n=1)
-        hint = f"did you mean {'.'.join([*loc[:-1], close[0]])}? " if close else ""
+        section = _section_at(model, loc[:-1])
+        allowed = list(section.model_fields) if section is not None else []
+        renamed = getattr(section, "renamed_keys", {}).get(loc[-1])
+        close = [renamed] if renamed else difflib.get_close_matches(loc[-1], allowed, n=1)
+        new = ".".join([*loc[:-1], close[0]]) if close else ""
+        hint = f"it is now {new}; " if renamed else f"did you mean {new}? " if close else ""
         return f"unknown key {key}; {hint}allowed here: {', '.join(sorted(allowed))}{more}"
     if first["type"] == "missing":
         return f"missing key {key}; add it to the config{more}"
@@ -108,21 +115,21 @@ def _describe(model: type[BaseModel], exc: ValidationError) -> str:
     return f"{key} = {value!r} is not allowed: {message}{more}"
 
 
-def _allowed_keys(model: type[BaseModel], loc: list[str]) -> list[str]:
-    """Field names of the section at ``loc`` (list indices are skipped)."""
+def _section_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
+    """The config section at ``loc`` (list indices are skipped), None where it is no section."""
     current: Any = model
     for part in loc:
         if part.isdigit():
             continue
         field = current.model_fields.get(part) if isinstance(current, type) else None
         if field is None:
-            return []
+            return None
         current = _section_type(field.annotation)
         if current is None:
-            return []
+            return None
     if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
+        return current
+    return None
 
 
 def _section_type(annotation: Any) -> type[BaseModel] | None:

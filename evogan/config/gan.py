@@ -9,8 +9,8 @@ from pydantic import Field, PositiveInt
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
-from evogan.config.parallel import ParallelConfig
-from evogan.config.regressor import RunConfig
+from evogan.config.run import RunConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.gan3d.model.spec import GanSpec
 
 __all__ = ["Gan3dConfig", "GanCheckpointConfig", "GanSpec"]
@@ -31,6 +31,6 @@ class Gan3dConfig(StrictModel):
     seed: int = 0
     data: DataConfig = Field(default_factory=DataConfig)
     spec: GanSpec
-    trainer: ParallelConfig = Field(default_factory=ParallelConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     checkpoint: GanCheckpointConfig = Field(default_factory=GanCheckpointConfig)
     run: RunConfig = Field(default_factory=RunConfig)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
@@ -17,11 +17,17 @@ class IslandsConfig(StrictModel):
 
 
 class MigrationConfig(StrictModel):
-    """Every ``interval`` generations each island sends its ``k`` best candidates to its
-    neighbours (see docs/cluster.md for choosing them)."""
+    """Every ``every`` generations each island sends its ``migrants`` best candidates to its
+    neighbours along ``topology`` (``matrix``: an N x N list of migrant counts); ``policy`` says
+    how immigrants enter, ``mode`` whether islands wait for each other, ``send`` how weight
+    genomes travel. One shape for every island model: the regressor's islands and the
+    architecture search's GA, which refuses the options it cannot use (see docs/cluster.md for
+    choosing them)."""
 
-    interval: PositiveInt = 10
-    k: PositiveInt = 1
+    renamed_keys: ClassVar[dict[str, str]] = {"interval": "every", "k": "migrants"}
+
+    every: PositiveInt = 10
+    migrants: NonNegativeInt = 1
     topology: Literal["ring", "random", "full", "matrix"] = "ring"
     matrix: list[list[NonNegativeInt]] | None = None
     policy: Literal["replace_worst", "compete"] = "compete"

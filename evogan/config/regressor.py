@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
@@ -11,6 +10,7 @@ from pydantic_core import PydanticCustomError
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.islands import CheckpointConfig, IslandsConfig, MigrationConfig
+from evogan.config.run import RunConfig
 from evogan.errors import ConfigError
 
 Schedule = Literal["constant", "step", "exponential"]
@@ -86,30 +86,10 @@ class TrainConfig(StrictModel):
     batch_size: PositiveInt = 128
 
 
-TENSORBOARD_INSTALL = "pip install 'evogan[tensorboard]'"
+class RegressorRunConfig(RunConfig):
+    """The shared run settings plus the energy bins of the regressor's resolution report."""
 
-
-def tensorboard_installed(requested: bool) -> bool:
-    """Refuse ``tensorboard: true`` when the optional package is missing, at config load, so a
-    run never starts and then fails at its first metrics record."""
-    if requested and importlib.util.find_spec("tensorboard") is None:
-        raise PydanticCustomError(
-            "tensorboard_missing",
-            f"the tensorboard package is not installed; {TENSORBOARD_INSTALL}",
-        )
-    return requested
-
-
-class RunConfig(StrictModel):
-    """Where results go, how often progress is printed, whether metrics go to TensorBoard."""
-
-    root: str | None = None
-    name: str | None = None
-    progress_every: PositiveInt = 20
     energy_bins: PositiveInt = 10
-    tensorboard: bool = False
-
-    _tensorboard = field_validator("tensorboard")(tensorboard_installed)
 
 
 def mape_fractions(targets: list[float]) -> list[float]:
@@ -135,9 +115,19 @@ class RegressorConfig(StrictModel):
     model: RegressorModelConfig = Field(default_factory=RegressorModelConfig)
     ga: GAConfig = Field(default_factory=GAConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
-    run: RunConfig = Field(default_factory=RunConfig)
+    run: RegressorRunConfig = Field(default_factory=RegressorRunConfig)
     islands: IslandsConfig = Field(default_factory=IslandsConfig)
     migration: MigrationConfig = Field(default_factory=MigrationConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
     _mape_fractions = field_validator("test_target_mape")(mape_fractions)
+
+    @model_validator(mode="after")
+    def _islands_migrate(self) -> RegressorConfig:
+        """An island sends at least its elite (raised as is: one line)."""
+        if self.migration.migrants == 0:
+            raise ConfigError(
+                "migration.migrants = 0 is not allowed: a regressor island sends at least its "
+                "elite; set 1 or more (a run on one island migrates nothing anyway)"
+            )
+        return self

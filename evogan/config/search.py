@@ -17,8 +17,9 @@ from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
-from evogan.config.parallel import ParallelConfig
-from evogan.config.regressor import tensorboard_installed
+from evogan.config.islands import MigrationConfig
+from evogan.config.run import tensorboard_installed
+from evogan.config.trainer import TrainerConfig
 from evogan.errors import ConfigError
 from evogan.gan3d.model.spec import GanSpec
 
@@ -104,12 +105,18 @@ class FitnessConfig(StrictModel):
     metric: Literal["score", "separation", "fpd", "kpd", "classifier_auc", "sf_error"] = "score"
 
 
-class MigrationConfig(StrictModel):
-    """Genomes sent between GA islands (topology semantics from evogan.islands.migration)."""
+SEARCH_MIGRATION: dict[str, Any] = {"every": 1, "policy": "replace_worst"}
+"""The architecture GA's migration defaults where they differ from the regressor's: one of its
+generations is a few trainings, so migrants go every generation and replace the worst members."""
 
-    topology: Literal["ring", "random", "full"] = "ring"
-    every: PositiveInt = 1
-    migrants: NonNegativeInt = 1
+USABLE_MIGRATION: dict[str, tuple[str, ...]] = {
+    "topology": ("ring", "random", "full"),
+    "policy": ("replace_worst",),
+    "mode": ("async",),
+    "send": ("auto",),
+}
+"""The migration options the architecture GA can use: its islands never wait for each other and
+send records (genome and evaluation), which replace the worst members."""
 
 
 class GASearchConfig(StrictModel):
@@ -122,7 +129,24 @@ class GASearchConfig(StrictModel):
     gene_mutation: float = Field(default=0.3, ge=0, le=1)  # per gene; at least one always
     invalid: Literal["repair", "reject"] = "repair"
     inherit_weights: bool = False  # children with the parent's layer shapes start from its weights
-    migration: MigrationConfig = Field(default_factory=MigrationConfig)
+    migration: MigrationConfig = Field(default_factory=lambda: MigrationConfig(**SEARCH_MIGRATION))
+
+    @field_validator("migration", mode="before")
+    @classmethod
+    def _search_defaults(cls, value: Any) -> Any:
+        return {**SEARCH_MIGRATION, **value} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _usable_migration(self) -> GASearchConfig:
+        """Refuse what the architecture GA cannot do (raised as is: one line)."""
+        for key, usable in USABLE_MIGRATION.items():
+            value = getattr(self.migration, key)
+            if value not in usable:
+                raise ConfigError(
+                    f"ga.migration.{key} = {value!r} is not allowed: the architecture GA takes "
+                    f"{' or '.join(usable)}"
+                )
+        return self
 
 
 class OptunaSearchConfig(StrictModel):
@@ -206,7 +230,7 @@ class SearchConfig(StrictModel):
     spec: GanSpec | None = None  # or the base spec inline
     space: list[GeneConfig] = Field(min_length=1)
     data: DataConfig = Field(default_factory=DataConfig)
-    trainer: ParallelConfig = Field(default_factory=ParallelConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     fitness: FitnessConfig = Field(default_factory=FitnessConfig)
     ga: GASearchConfig = Field(default_factory=GASearchConfig)

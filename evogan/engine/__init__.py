@@ -1,9 +1,12 @@
-"""The evolution engine, workload-agnostic: what a problem supplies (``problem``), the generation
-loop with its hook lists (``loop``) and what it produces and hands to hooks (``records``), the
-(1+lambda) and hybrid strategies with their one seed scheme (``strategies``), their step-size
-adaptation (``adaptation``) and noise-aware elite acceptance (``acceptance``), point mutation
-with its C kernel (``operators``), rate schedules (``schedules``) and random streams derived
-from (root seed, labels) (``seeding``). It imports nothing of CNNs, MPI or configs."""
+"""The weight-genome evolution engine: genomes are rows of one float32 tensor (a network's
+weights), so mutation and evaluation are vectorised over candidates. It owns what a problem
+supplies (``problem``), the generation loop with its hook lists (``loop``) and what it produces
+and hands to hooks (``records``), the (1+lambda) and hybrid strategies with their one seed scheme
+(``strategies``), their step-size adaptation (``adaptation``) and noise-aware elite acceptance
+(``acceptance``), point mutation with its C kernel (``operators``) and rate schedules
+(``schedules``). Architectures, whose genomes are dicts of genes and whose every evaluation is a
+training, have their own GA (:mod:`evogan.search.ga_backend`). It imports nothing of CNNs, MPI
+or configs."""
 
 from evogan.engine.acceptance import Reevaluation
 from evogan.engine.adaptation import SuccessRule
@@ -28,7 +31,6 @@ from evogan.engine.records import (
     rank_safe,
 )
 from evogan.engine.schedules import Constant, Exponential, Schedule, Step, make_schedule
-from evogan.engine.seeding import derive_seed, numpy_generator, seeded, torch_generator
 from evogan.engine.strategies import Hybrid, PlusLambda
 
 __all__ = [
@@ -55,14 +57,10 @@ __all__ = [
     "Step",
     "Streams",
     "SuccessRule",
-    "derive_seed",
     "make_schedule",
     "mutated_count",
     "mutation_mask",
-    "numpy_generator",
     "point_mutation",
     "rank_safe",
     "replace_mutation",
-    "seeded",
-    "torch_generator",
 ]

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from evogan.engine.problem import Problem
 from evogan.engine.records import rank_safe
-from evogan.engine.seeding import derive_seed, seeded
+from evogan.seeding import derive_seed, seeded
 
 
 class Reevaluation:

@@ -40,7 +40,7 @@ from evogan.engine.records import (
     same_genome,
 )
 from evogan.engine.schedules import Constant, Schedule
-from evogan.engine.seeding import torch_generator
+from evogan.seeding import torch_generator
 
 Observer = Callable[[dict[str, Any]], None]
 

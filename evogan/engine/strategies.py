@@ -21,8 +21,8 @@ from evogan.engine.loop import Evolution, Streams
 from evogan.engine.operators import draw_seed, splitmix
 from evogan.engine.problem import DifferentiableProblem, GenerationContext, Problem
 from evogan.engine.records import ChildDraw, InitialDraw, rank_safe
-from evogan.engine.seeding import seeded
 from evogan.optimizer import RMSprop
+from evogan.seeding import seeded
 
 
 def stream_key(streams: Streams) -> int:

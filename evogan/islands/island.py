@@ -36,13 +36,13 @@ POLL_SECONDS = 1.0
 @dataclass(frozen=True)
 class IslandSettings:
     """Where the island stands in the model and how often it talks: migration and the stop
-    agreement every ``interval`` generations (``k`` migrants), a checkpoint every
+    agreement every ``migrate_every`` generations (``migrants`` of them), a checkpoint every
     ``checkpoint_every`` generations (0: only at the end)."""
 
     index: int = 0
     count: int = 1
-    interval: int = 10
-    k: int = 1
+    migrate_every: int = 10
+    migrants: int = 1
     checkpoint_every: int = 0
 
 
@@ -149,12 +149,12 @@ class Island:
         self._last = (selection.candidates, selection.fitness)
 
     def _after_step(self, record: dict[str, Any]) -> None:
-        """Migration, stop agreement and checkpoints. MPI is touched only every ``interval``
+        """Migration, stop agreement and checkpoints. MPI is touched only every ``migrate_every``
         generations: on oversubscribed or busy nodes each progress call can cost a scheduler
         time slice, and a stop signal still takes effect within one interval."""
         started = time.perf_counter()
         generation = self.strategy.generation
-        due = generation % self.settings.interval == 0
+        due = generation % self.settings.migrate_every == 0
         every = self.settings.checkpoint_every
         checkpoint_due = bool(every and generation % every == 0)
         # CPU time only where there is work: on a shared core the clock call is a syscall at
@@ -201,15 +201,15 @@ class Island:
 
     # -- migrants -------------------------------------------------------------------------
     def emigrants(self) -> list[Emigrant]:
-        """The island's ``k`` best of the last generation, best first (the elite after any
+        """The island's ``migrants`` best of the last generation, best first (the elite after any
         gradient refinement): ``(genome, lineage or None, fitness)``."""
         strategy = self.strategy
         if self._last is None or strategy.elite is None:
             return []
         out = [(strategy.elite, self.elite_lineage, strategy.elite_fitness)]
-        if self.settings.k > 1:
+        if self.settings.migrants > 1:
             candidates, fitness = self._last
-            for index in best_first(fitness.tolist(), self.settings.k)[1:]:
+            for index in best_first(fitness.tolist(), self.settings.migrants)[1:]:
                 out.append((candidates[index], self._lineages[index], float(fitness[index])))
         for genome, lineage, _ in out:  # a neighbour's reply often extends these: replay less
             if lineage is not None:

@@ -29,8 +29,8 @@ from torch import Tensor
 
 from evogan.engine.operators import splitmix
 from evogan.engine.problem import Problem
-from evogan.engine.seeding import seeded
 from evogan.errors import DataError
+from evogan.seeding import seeded
 
 Step = tuple[int, int, int, int, float, float]
 """``(stream key, generation, children drawn, surviving child, rate, power)``."""

@@ -81,16 +81,18 @@ def matrix_topology(counts: Sequence[Sequence[int]]) -> Topology:
     return topology
 
 
-def make_topology(kind: str, k: int = 1, matrix: Sequence[Sequence[int]] | None = None) -> Topology:
+def make_topology(
+    kind: str, migrants: int = 1, matrix: Sequence[Sequence[int]] | None = None
+) -> Topology:
     """Topology by config name (``ring``, ``random``, ``full``, ``matrix``)."""
-    if k < 1:
-        raise ConfigError(f"migration.k must be at least 1 migrant, got {k}")
+    if migrants < 1:
+        raise ConfigError(f"migration.migrants must be at least 1 migrant, got {migrants}")
     if kind == "ring":
-        return lambda island, islands, rng: ring(island, islands, rng, k)
+        return lambda island, islands, rng: ring(island, islands, rng, migrants)
     if kind == "random":
-        return lambda island, islands, rng: random_neighbour(island, islands, rng, k)
+        return lambda island, islands, rng: random_neighbour(island, islands, rng, migrants)
     if kind == "full":
-        return lambda island, islands, rng: fully_connected(island, islands, rng, k)
+        return lambda island, islands, rng: fully_connected(island, islands, rng, migrants)
     if kind == "matrix":
         if matrix is None:
             raise ConfigError("migration.topology = 'matrix' needs migration.matrix (N x N counts)")

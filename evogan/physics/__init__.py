@@ -29,7 +29,7 @@ _LAZY = {
     "FeatureTable": "evogan.physics.features",
     "Reference": "evogan.physics.score",
     "Validation": "evogan.physics.score",
-    "WORST": "evogan.physics.score",
+    "WORST_SCORE": "evogan.physics.score",
     "shower_features": "evogan.physics.features",
     "worst_validation": "evogan.physics.score",
 }

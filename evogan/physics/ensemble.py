@@ -4,8 +4,8 @@ The selection quantity of an ensemble of K members is the mean of the members' s
 scores plus ``beta`` times their spread (population std), never the score of the averaged
 observables: averaging would let a member with too little energy and one with too much cancel
 into a perfect-looking mean. A member whose showers are all empty scores
-:data:`evogan.physics.WORST`, like any other worst-class set (so does a generator that fails to
-run: :func:`evogan.gan3d.model.generate.score_generator`).
+:data:`evogan.physics.WORST_SCORE`, like any other worst-class set (so does a generator that
+fails to run: :func:`evogan.gan3d.model.generate.score_generator`).
 
 For the figures and JSON, the ensemble prediction of an observable O and its uncertainty follow
 SAGIPS equations 7-8, over members fed the *same* noise and conditions::

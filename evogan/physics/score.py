@@ -5,7 +5,7 @@ reference R, with the good events of G (neither empty nor non-finite) compared o
 high-level features of :mod:`evogan.physics.features`:
 
     base  = S_sep + S_auc + ln(1 + max(FPD, 0))
-    score = min((1 - f_bad) * base + f_bad * WORST, WORST)
+    score = min((1 - f_bad) * base + f_bad * WORST_SCORE, WORST_SCORE)
 
 - S_sep: mean over feature groups (each scalar; the x, y and z profiles; the cell spectrum) of
   the triangular separation power averaged over energy bins, in [0, 1];
@@ -13,8 +13,8 @@ high-level features of :mod:`evogan.physics.features`:
 - FPD on the standardised features: unbounded, so a too-high energy is penalised as steeply
   as a too-low one (no cap at "completely different" that a near-empty generator could hide
   under); ln(1 + FPD) keeps it on the scale of the two bounded terms;
-- f_bad: the fraction of empty or non-finite showers, each scored ``WORST`` (also the score of
-  a failed or all-empty generator), so the score is finite and worst-class for them.
+- f_bad: the fraction of empty or non-finite showers, each scored ``WORST_SCORE`` (also the
+  score of a failed or all-empty generator), so the score is finite and worst-class for them.
 
 Every set is scored with the cells the reference was read with: cells below the reference's
 ``cell_threshold`` count as zero in the reference and in every set it scores, whether the set
@@ -48,7 +48,9 @@ from evogan.physics.separation import (
     separation_powers,
 )
 
-WORST = 100.0
+WORST_SCORE = 100.0
+"""The score of a set that cannot be scored (too few good showers, a generator that failed):
+worse than any score a real set gets."""
 FLOOR_SPLITS = 6
 FLOOR_MIN_EVENTS = 8
 """The floor compares two halves of the reference, each of at least 4 showers."""
@@ -124,7 +126,7 @@ def worst_validation(events: int, bad: int, reason: str) -> Validation:
     """The worst-class result: nothing comparable (every shower empty or non-finite, or a
     generator that failed)."""
     metrics = {"bad_fraction": _metric(bad / max(events, 1), 0.0)}
-    return Validation(WORST, metrics, events, bad, reason=reason)
+    return Validation(WORST_SCORE, metrics, events, bad, reason=reason)
 
 
 class Reference:
@@ -215,7 +217,7 @@ class Reference:
         result = self._compare(good)
         f_bad = bad / len(table)
         base = result.score
-        result.score = float(min((1.0 - f_bad) * base + f_bad * WORST, WORST))
+        result.score = float(min((1.0 - f_bad) * base + f_bad * WORST_SCORE, WORST_SCORE))
         result.events, result.bad_events = len(table), bad
         result.metrics["bad_fraction"] = _metric(f_bad, math.sqrt(f_bad * (1 - f_bad) / len(table)))
         result.table = table
@@ -236,7 +238,7 @@ class Reference:
             gen_bins,
             self.edges.size - 1,
         )
-        fd_term = math.log1p(max(fd, 0.0)) if math.isfinite(fd) else WORST
+        fd_term = math.log1p(max(fd, 0.0)) if math.isfinite(fd) else WORST_SCORE
         base = separation["value"] + max(0.0, 2.0 * area - 1.0) + fd_term
         metrics = {
             "separation": separation,

@@ -22,7 +22,6 @@ from evogan.distributed.failure import rank0_decides
 from evogan.distributed.launcher import resume_line
 from evogan.distributed.signals import catch_stop_signals
 from evogan.distributed.tags import Tag
-from evogan.engine import numpy_generator
 from evogan.errors import EvoganError, RunStopped
 from evogan.islands.codec import MigrantCodec
 from evogan.islands.island import Island, IslandSettings
@@ -35,6 +34,7 @@ from evogan.regressor.problem import RegressorProblem, require_cuda
 from evogan.regressor.readout import ReadoutStart
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent
 from evogan.regressor.strategy import build_strategy, check_memory, method_name, schedules
+from evogan.seeding import numpy_generator
 from evogan.store import MetricsWriter, RunDir
 from evogan.store.manifest import check_resume_layout, write_manifest
 
@@ -56,7 +56,7 @@ class IslandRun:
     def execute(self, run_dir: str | Path | None, resume: bool) -> RunDir:
         cfg, world = self.cfg, self.world
         schedules(cfg.ga)
-        make_topology(cfg.migration.topology, cfg.migration.k, cfg.migration.matrix)
+        make_topology(cfg.migration.topology, cfg.migration.migrants, cfg.migration.matrix)
         check_layout(world.size, cfg.islands.ranks_per_island, None)
         if resume:
             if run_dir is None:
@@ -117,7 +117,7 @@ class IslandRun:
             f"{self.method}: {layout.size} weights, {len(train)} training / {len(test)} test "
             f"events, 1+{cfg.ga.children} per generation, {session.island_count} island(s) "
             f"of {cfg.islands.ranks_per_island} rank(s), migration {cfg.migration.mode} "
-            f"{cfg.migration.topology} every {cfg.migration.interval} -> {run.path}"
+            f"{cfg.migration.topology} every {cfg.migration.every} -> {run.path}"
         )
         return self._evolve(session, problem, test, run, resume)
 
@@ -211,7 +211,7 @@ class IslandRun:
         codec = MigrantCodec(shared, mig.send)
         keys = ("migration",) if mig.mode == "sync" else ("migration", index)
         migration = session.start_migration(
-            make_topology(mig.topology, mig.k, mig.matrix),
+            make_topology(mig.topology, mig.migrants, mig.matrix),
             mig.mode,
             numpy_generator(cfg.seed, *keys),
             int(Tag.MIGRANTS),
@@ -221,8 +221,8 @@ class IslandRun:
         settings = IslandSettings(
             index=index,
             count=session.island_count,
-            interval=mig.interval,
-            k=mig.k,
+            migrate_every=mig.every,
+            migrants=mig.migrants,
             checkpoint_every=cfg.checkpoint.every,
         )
         writer = CheckpointWriter(run.path, index, cfg.checkpoint.keep)

@@ -89,6 +89,17 @@ def resolve_base(config: SearchConfig, config_path: Path | None = None) -> Searc
     return validate(SearchConfig, raw, source=str(config_path or "search config"))
 
 
+def _with_defaults(stored: Any, default: Any) -> Any:
+    """``stored`` (a section of a stored config) with the keys added since it was written, at
+    any depth, taken from ``default``."""
+    if isinstance(stored, dict) and isinstance(default, dict):
+        return {
+            **default,
+            **{key: _with_defaults(v, default.get(key)) for key, v in stored.items()},
+        }
+    return stored
+
+
 def worst_for_null(values: list[float | None]) -> list[float]:
     """Objectives read back from JSON: null stood for inf (the worst value)."""
     return [math.inf if v is None else float(v) for v in values]
@@ -123,7 +134,8 @@ class Campaign:
         given = config.model_dump(mode="json")
         defaults = SearchConfig.model_construct().model_dump(mode="json")
         for key in FIXED:  # a key added after the campaign started: its default was in force
-            if stored.get(key, defaults.get(key)) != given.get(key):
+            old = _with_defaults(stored.get(key, defaults.get(key)), defaults.get(key))
+            if old != given.get(key):
                 raise EvoganError(
                     f"{path} was started with a different {key}; resume it with its own config: "
                     f"{resume_line('search', campaign.path)}"

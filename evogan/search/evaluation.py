@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any, get_args, get_origin, get_type_hints
 
-WORST = math.inf
+WORST_OBJECTIVE = math.inf
+"""An objective (fitness, parameters, FLOPs) a candidate did not earn: worse than any value."""
 NULL = "null"
 """Field metadata key: the float a null in the table stands for (default NaN)."""
 
@@ -25,7 +26,7 @@ class Evaluation:
     """What the campaign table records about one trained (or refused) candidate."""
 
     status: str
-    fitness: float = field(metadata={NULL: WORST})
+    fitness: float = field(metadata={NULL: WORST_OBJECTIVE})
     reason: str = ""
     seeds: list[int] = field(default_factory=list)
     member_scores: list[float] = field(default_factory=list)
@@ -46,9 +47,9 @@ class Evaluation:
         """Values to minimise: fitness, then params or FLOPs when asked for."""
         values = [self.fitness]
         if second == "params":
-            values.append(float(self.params) if self.status == "ok" else WORST)
+            values.append(float(self.params) if self.status == "ok" else WORST_OBJECTIVE)
         elif second == "flops":
-            values.append(float(self.flops) if self.status == "ok" else WORST)
+            values.append(float(self.flops) if self.status == "ok" else WORST_OBJECTIVE)
         return values
 
     def as_row(self) -> dict[str, Any]:

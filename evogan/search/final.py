@@ -7,8 +7,8 @@ seeds each (derived from the campaign seed, never the members' seeds, the same f
 architecture), at the campaign's budget and from scratch (inherited weights would not be an
 equal budget), scores each training with the campaign's :class:`Scorer`, and asks the one-sided
 Mann-Whitney U test whether the candidate's scores lie below the baseline's. A failed training
-(NaN, timeout, error) is a real outcome: it scores worst (``evogan.physics.WORST``) and is
-listed. Trainings are spread over the rank groups of the job; world rank 0 writes the result
+(NaN, timeout, error) is a real outcome: it scores worst (``evogan.physics.WORST_SCORE``) and
+is listed. Trainings are spread over the rank groups of the job; world rank 0 writes the result
 into summary.json as ``final``.
 
 Each finished training leaves ``outcome.json`` (its seed, budget and score) in its directory,
@@ -39,12 +39,11 @@ from evogan.config.search import SearchConfig
 from evogan.distributed.comm import split_layout
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopAgreement, StopFlag, catch_stop_signals
-from evogan.engine.seeding import derive_seed
 from evogan.errors import EvoganError, RunStopped
 from evogan.gan3d.model.spec import GanSpec
 from evogan.gan3d.training.modes import mode_for
 from evogan.logs import labelled_stdout
-from evogan.physics import WORST as WORST_SCORE
+from evogan.physics import WORST_SCORE
 from evogan.progress import hushed
 from evogan.search.campaign import CONFIG, Campaign
 from evogan.search.evaluation import Evaluation
@@ -54,6 +53,7 @@ from evogan.search.scoring import Scorer
 from evogan.search.significance import ALPHA, mann_whitney_less, verdict
 from evogan.search.space import Space
 from evogan.search.summary import best_rows
+from evogan.seeding import derive_seed
 from evogan.store import atomic_write
 from evogan.store.state_files import read_state
 

@@ -41,10 +41,9 @@ import numpy as np
 
 from evogan.config.search import SearchConfig
 from evogan.distributed.mpi import MPI
-from evogan.engine.seeding import derive_seed
 from evogan.gan3d.model.spec import GanSpec, discriminator_layers, generator_layers
 from evogan.gan3d.training.modes import mode_for
-from evogan.search.evaluation import WORST, Evaluation
+from evogan.search.evaluation import WORST_OBJECTIVE, Evaluation
 from evogan.search.members import (
     MemberTraining,
     clear_workdir,
@@ -54,6 +53,7 @@ from evogan.search.members import (
 )
 from evogan.search.rungs import Decide, rung_key, rung_plan
 from evogan.search.scoring import Scorer
+from evogan.seeding import derive_seed
 
 
 def evaluate(
@@ -124,7 +124,7 @@ def precheck(config: SearchConfig, spec: GanSpec) -> Evaluation | None:
         return None
     return Evaluation(
         "memory",
-        WORST,
+        WORST_OBJECTIVE,
         f"estimated training memory {need:.0f} MB exceeds budget.max_memory_mb = {limit:g}",
         params=weight_count(spec),
         flops=flop_count(spec),
@@ -155,7 +155,9 @@ def _record(
     """The record of a candidate about to train: its seeds, each member's seed, size and (for a
     campaign candidate, not a re-training) its ``reproduce`` command; fitness the worst until
     scored."""
-    result = Evaluation("ok", WORST, seeds=seeds, params=weight_count(spec), flops=flop_count(spec))
+    result = Evaluation(
+        "ok", WORST_OBJECTIVE, seeds=seeds, params=weight_count(spec), flops=flop_count(spec)
+    )
     per_training = mode_for(config.trainer).members(group.size)
     count = min(config.fitness.members, per_training * len(seeds))
     result.member_seeds = [seeds[m // per_training] for m in range(count)]

@@ -1,5 +1,10 @@
 """GA backend: islands of rank groups, each running a (mu + lambda) GA over architectures.
 
+Architecture genomes are dicts of genes whose every evaluation is a training, so this GA asks
+for one candidate at a time and is told its row (:class:`ArchitectureGA`), repairing or
+rejecting genomes that do not build; weight genomes have the vectorised engine of
+:mod:`evogan.engine`.
+
 An island is ``ranks_per_group`` consecutive ranks that train every candidate together; its
 leader owns the population. The island runtime is :class:`evogan.islands.session.
 IslandSession` (communicators, stop agreement, migration set-up), as for the regressor GA.
@@ -23,7 +28,6 @@ from deap import base, creator, tools
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag
 from evogan.distributed.tags import Tag
-from evogan.engine.seeding import numpy_generator
 from evogan.islands.migration import best_first, make_topology, replace_worst
 from evogan.islands.session import IslandSession
 from evogan.search.campaign import worst_for_null
@@ -32,6 +36,7 @@ from evogan.search.journal import mirror_table
 from evogan.search.rungs import RungHistory
 from evogan.search.scheduler import Session, refused_row, run_job, serve_leader
 from evogan.search.space import Genome
+from evogan.seeding import numpy_generator
 from evogan.store import RunDir
 from evogan.store.state_files import require_keys
 
@@ -39,15 +44,16 @@ HUGE = 1e300  # stands in for inf in NSGA-II crowding distances (inf - inf is Na
 ATTEMPTS = 50  # draws per child before a duplicate or unrepairable genome is accepted
 
 
-class IslandGA:
-    """Ask/tell GA of one island: :meth:`ask` gives the next job, :meth:`tell` its row."""
+class ArchitectureGA:
+    """Ask/tell GA over architectures on one island: :meth:`ask` gives the next job, :meth:`tell`
+    its row."""
 
     def __init__(
         self,
         session: Session,
         island: int,
         quota: int,
-        migrate: Callable[[IslandGA], None] | None = None,
+        migrate: Callable[[ArchitectureGA], None] | None = None,
     ) -> None:
         self.session = session
         self.migrate = migrate
@@ -291,12 +297,12 @@ def _lead_island(session: Session, islands: IslandSession, quota: int) -> bool:
         topology = make_topology(mig.topology, mig.migrants)
         migration = islands.start_migration(topology, "async", rng, int(Tag.SEARCH_MIGRANT))
 
-    def migrate(ga: IslandGA) -> None:
+    def migrate(ga: ArchitectureGA) -> None:
         if migration is not None and ga.generation % mig.every == 0:
             migration.send(ga.emigrants(mig.migrants))
             ga.immigrate(migration.receive())
 
-    ga = IslandGA(session, index, quota, migrate)
+    ga = ArchitectureGA(session, index, quota, migrate)
     ga.restore()
     history = RungHistory(config.pruning.reduction_factor, config.budget.kind)
     for done in finished.values():  # this island's rung scores of earlier sessions

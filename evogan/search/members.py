@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from evogan.config.gan import Gan3dConfig
-from evogan.config.regressor import RunConfig
+from evogan.config.run import RunConfig
 from evogan.config.search import SearchConfig
 from evogan.distributed.mpi import MPI
 from evogan.errors import DataError, EvoganError

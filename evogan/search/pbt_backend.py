@@ -22,7 +22,6 @@ from typing import Any
 
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag
-from evogan.engine.seeding import numpy_generator
 from evogan.islands.session import IslandSession
 from evogan.search.follow import follow_candidates
 from evogan.search.journal import mirror_table
@@ -35,6 +34,7 @@ from evogan.search.pbt import (
     segment_id,
 )
 from evogan.search.scheduler import Session, refused_row, run_job, serve_leader
+from evogan.seeding import numpy_generator
 
 
 def run_pbt(session: Session, world: MPI.Comm, flag: StopFlag) -> bool:

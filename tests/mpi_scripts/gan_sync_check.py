@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from evogan.config.parallel import ParallelConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.distributed import guard, split_layout, world_comm
 from evogan.gan3d.model.spec import GanSpec, load_spec
 from evogan.gan3d.training.modes import build_parallel_step
@@ -32,7 +32,7 @@ def exact_spec(path: str) -> GanSpec:
 def train(comm: MPI.Comm, spec: GanSpec, global_batch: int, steps: int) -> np.ndarray:
     """The weights of both networks after ``steps`` steps on ``comm`` (slices of one batch)."""
     layout = split_layout(comm)
-    parallel = build_parallel_step(spec, ParallelConfig(mode="sync"), layout, seed=3)
+    parallel = build_parallel_step(spec, TrainerConfig(mode="sync"), layout, seed=3)
     data = np.random.default_rng(11)
     per_rank = global_batch // comm.size
     mine = slice(comm.rank * per_rank, (comm.rank + 1) * per_rank)

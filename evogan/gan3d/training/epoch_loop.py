@@ -20,16 +20,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from evogan.config.parallel import ParallelConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.distributed.comm import Layout
 from evogan.distributed.mpi import MPI
-from evogan.engine.seeding import numpy_generator
 from evogan.gan3d.training import checkpoint as ckpt
 from evogan.gan3d.training.cadence import CHECKPOINT, VALIDATE, Cadence
 from evogan.gan3d.training.lr_decay import lr_factor
 from evogan.gan3d.training.modes import Mode, ParallelGanStep
 from evogan.gan3d.training.validation import TrainingValidation
 from evogan.progress import progress
+from evogan.seeding import numpy_generator
 from evogan.store import MetricsWriter, RunDir
 
 LEARNING_CURVE = "learning_curve.png"
@@ -171,7 +171,7 @@ class EpochPlan:
     """What the loop trains: the ``trainer:`` settings, the root seed, a checkpoint every
     ``checkpoint_every`` epochs, ``batch`` showers per rank and step, ``steps`` per epoch."""
 
-    settings: ParallelConfig
+    settings: TrainerConfig
     seed: int
     checkpoint_every: int
     batch: int

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from evogan.config.parallel import ParallelConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.distributed.comm import GroupSize, Layout
 from evogan.distributed.gradients import (
     GradientExchange,
@@ -34,13 +34,13 @@ from evogan.distributed.gradients import (
 from evogan.distributed.mpi_group import MpiGroup
 from evogan.distributed.overlap import OverlappedAllreduce
 from evogan.distributed.torch_group import TorchGroup
-from evogan.engine.seeding import torch_generator
 from evogan.gan3d.model.networks import Discriminator, Generator, build_models
 from evogan.gan3d.model.spec import GanSpec
 from evogan.gan3d.training import checkpoint as ckpt
 from evogan.gan3d.training.setup import CPU, RankSetup
 from evogan.gan3d.training.step import GanStep
 from evogan.gan3d.training.weight_average import WeightAverage
+from evogan.seeding import torch_generator
 from evogan.store import BEST_MODEL
 
 ENSEMBLE = "generators"
@@ -153,7 +153,7 @@ class Mode(ABC):
     """Every rank holds the same networks: ranks stop in lockstep, rank 0 checkpoints for all,
     and batch-norm statistics are averaged over ranks for saved and validated generators."""
 
-    def __init__(self, settings: ParallelConfig) -> None:
+    def __init__(self, settings: TrainerConfig) -> None:
         self.settings = settings
 
     @property
@@ -272,14 +272,14 @@ class ArarMode(Mode):
         return parallel.g_exchange.stats.received
 
 
-def mode_for(settings: ParallelConfig) -> Mode:
+def mode_for(settings: TrainerConfig) -> Mode:
     """The mode object of ``trainer.mode``."""
     return {"sync": SyncMode, "arar": ArarMode}[settings.mode](settings)
 
 
 def build_parallel_step(
     spec: GanSpec,
-    settings: ParallelConfig,
+    settings: TrainerConfig,
     layout: Layout,
     seed: int,
     rank: RankSetup = CPU,

@@ -16,7 +16,7 @@ import torch
 
 from evogan import __version__
 from evogan.config.data import DataConfig
-from evogan.config.parallel import ParallelConfig
+from evogan.config.trainer import TrainerConfig
 from evogan.distributed.comm import Layout, node_position
 from evogan.distributed.cuda_aware import mpi_cuda_aware
 from evogan.distributed.mpi import MPI
@@ -49,7 +49,7 @@ CPU = RankSetup()
 """A rank on the CPU with the default forward passes, MPI all-reduce and host ring buffers."""
 
 
-def rank_setup(settings: ParallelConfig, world: MPI.Comm) -> RankSetup:
+def rank_setup(settings: TrainerConfig, world: MPI.Comm) -> RankSetup:
     """This rank's :class:`RankSetup` (collective); refuses what the machine cannot run."""
     device = rank_device(settings, world)
     sharing = ranks_per_gpu(world) if device.startswith("cuda") else 1
@@ -59,7 +59,7 @@ def rank_setup(settings: ParallelConfig, world: MPI.Comm) -> RankSetup:
     return RankSetup(device, backend, forward, ring, tuple(hints + ring_hints))
 
 
-def rank_device(settings: ParallelConfig, world: MPI.Comm) -> str:
+def rank_device(settings: TrainerConfig, world: MPI.Comm) -> str:
     """``cpu``, or the GPU of this rank among those of its node."""
     if settings.backend == "nccl" and not torch.cuda.is_available():
         raise EvoganError(
@@ -82,7 +82,7 @@ def ranks_per_gpu(world: MPI.Comm) -> int:
     return world.allreduce(-(-local_ranks // gpus) if gpus else 0, op=MPI.MAX)
 
 
-def rank_backend(settings: ParallelConfig, device: str, ranks: int, sharing: int = 1) -> str:
+def rank_backend(settings: TrainerConfig, device: str, ranks: int, sharing: int = 1) -> str:
     """The backend of sync mode's gradient all-reduce: ``mpi``, ``gloo`` or ``nccl`` (arar:
     always ``mpi``); ``auto`` takes nccl on CUDA when torch has it, there is more than one
     rank to reduce over and each rank has a GPU of its own (``sharing``: the most ranks on one
@@ -108,7 +108,7 @@ def rank_backend(settings: ParallelConfig, device: str, ranks: int, sharing: int
 
 
 def forward_options(
-    settings: ParallelConfig, device: str, world: MPI.Comm
+    settings: TrainerConfig, device: str, world: MPI.Comm
 ) -> tuple[ForwardOptions, list[str]]:
     """``trainer.precision``, ``channels_last``, ``compile`` and ``convolution`` for this rank
     (collective), and the hints to say once the run is set up (:func:`evogan.logs.hint`):
@@ -144,7 +144,7 @@ def forward_options(
 
 
 def ring_device(
-    settings: ParallelConfig, device: str, world: MPI.Comm
+    settings: TrainerConfig, device: str, world: MPI.Comm
 ) -> tuple[str | None, list[str]]:
     """Where arar's ring buffers live: ``device`` (torch tensors handed to MPI) or None (host
     numpy arrays), as ``trainer.ring_buffers`` asks, and on GPUs the hint that says which and
@@ -162,7 +162,7 @@ def ring_device(
 
 
 def choose_ring_buffers(
-    settings: ParallelConfig, gpu: bool, aware: list[bool | None]
+    settings: TrainerConfig, gpu: bool, aware: list[bool | None]
 ) -> tuple[bool, str]:
     """Whether the ring buffers go on the training device, and why in words; ``aware`` holds
     every rank's :func:`mpi_cuda_aware`. Device buffers with an MPI that says it is not
@@ -202,7 +202,7 @@ def share_cores(world: MPI.Comm) -> None:
         torch.set_num_threads(share)
 
 
-def load_data(data: DataConfig, settings: ParallelConfig, world: MPI.Comm) -> tuple[Any, Any]:
+def load_data(data: DataConfig, settings: TrainerConfig, world: MPI.Comm) -> tuple[Any, Any]:
     """This rank's training shard and the held-out validation set (test split)."""
     from evogan.data.reader import open_dataset
 
@@ -218,7 +218,7 @@ def load_data(data: DataConfig, settings: ParallelConfig, world: MPI.Comm) -> tu
 
 
 def batch_shape(
-    settings: ParallelConfig, spec_batch: int, world: MPI.Comm, shard: Any, held_out: Any
+    settings: TrainerConfig, spec_batch: int, world: MPI.Comm, shard: Any, held_out: Any
 ) -> tuple[int, int]:
     """(batch per rank, steps per epoch), refusing data too small for them in one line."""
     batch = settings.rank_batch(spec_batch)
@@ -241,7 +241,7 @@ def batch_shape(
 
 def manifest(
     seed: int,
-    settings: ParallelConfig,
+    settings: TrainerConfig,
     layout: Layout,
     layouts: list[dict[str, Any]],
     rank: RankSetup,

@@ -21,12 +21,12 @@ import torch
 
 from evogan.distributed.gradients import average_tensors
 from evogan.distributed.mpi import MPI
-from evogan.engine.seeding import torch_generator
 from evogan.gan3d.model.model_file import finite_weights, save_generator
 from evogan.gan3d.model.networks import Generator
 from evogan.gan3d.model.spec import GanSpec
 from evogan.gan3d.training.standing_stats import standing_statistics
 from evogan.progress import progress
+from evogan.seeding import torch_generator
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir
 
 GENERATE_BATCH = 128

@@ -1,4 +1,5 @@
-"""The ``trainer`` section of data-parallel GAN training (sync all-reduce or SAGIPS ARAR)."""
+"""The ``trainer`` section of GAN training: its length and batches, how ranks share the work
+(sync all-reduce or SAGIPS ARAR), how the passes run, and validation during training."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from evogan.config.base import StrictModel
 from evogan.errors import ConfigError
 
 
-class ParallelConfig(StrictModel):
-    """How ranks share the work of one training; see docs/parallel.md for choosing a mode.
+class TrainerConfig(StrictModel):
+    """How one GAN training runs: ``epochs`` of ``steps_per_epoch`` steps on ``batch_size``
+    showers, and how ranks share the work; see docs/parallel.md for choosing a mode.
 
     ``sync``: every rank holds identical replicas of both networks and gradients are averaged
     with all-reduce each step. ``arar`` (SAGIPS): every rank keeps its own discriminator and
@@ -71,7 +73,7 @@ class ParallelConfig(StrictModel):
     lr_decay_from: float = Field(default=1.0, ge=0, le=1)
 
     @model_validator(mode="after")
-    def _mode_options(self) -> ParallelConfig:
+    def _mode_options(self) -> TrainerConfig:
         if self.mode == "sync" and self.rma:
             raise ConfigError(
                 "trainer.rma = true needs trainer.mode = 'arar' (sync mode uses all-reduce)"
