@@ -238,3 +238,24 @@ def test_g_lr_inf_is_refused_before_a_run_directory(tmp_path: Path) -> None:
         f"evogan: error: {config}: spec.g_lr = 'inf' is not allowed: it must be a finite number "
         "(no setting takes inf or nan)"
     )
+
+
+def test_runs_stored_with_earlier_key_names_resume_in_todays(tmp_path: Path) -> None:
+    """Run configs written before the shared migration keys and the shared run section load
+    on resume; a new config with the old keys is refused naming the new one."""
+    from evogan.config.resume import load_run_config
+
+    repo = Path(__file__).resolve().parents[1] / "configs"
+    regressor = yaml.safe_load((repo / "islands_smoke.yaml").read_text())
+    regressor["migration"] = {"interval": 3, "k": 2}
+    regressor.setdefault("run", {})["energy_bins"] = 7
+    gan = yaml.safe_load((repo / "gan3d_tiny.yaml").read_text())
+    gan["run"]["energy_bins"] = 10
+    for name, raw in (("regressor", regressor), ("gan", gan)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(yaml.safe_dump(raw))
+    old = load_run_config(tmp_path / "regressor", [])
+    assert (old.migration.every, old.migration.migrants, old.run.energy_bins) == (3, 2, 7)
+    assert "energy_bins" not in load_run_config(tmp_path / "gan", []).run.model_dump()
+    with pytest.raises(ConfigError, match=r"it is now migration\.every"):
+        load_config(tmp_path / "regressor" / "config.yaml")

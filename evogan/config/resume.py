@@ -68,20 +68,46 @@ def check_resume_overrides(task: str, overrides: list[str]) -> None:
 
 
 def load_run_config(run: Path, overrides: list[str]) -> BaseModel:
-    """The run's own ``config.yaml`` with resume-safe overrides applied."""
-    from evogan.config import load_config
-    from evogan.config.base import read_yaml
+    """The run's own ``config.yaml`` (in today's key names) with resume-safe overrides applied."""
+    from evogan.config import task_config
+    from evogan.config.base import apply_overrides, validate
 
     path = run / "config.yaml"
     require_directory(run, "--resume: run directory", ConfigError)
     if not path.is_file():
         raise ConfigError(f"--resume {run}: not a run directory (no config.yaml)")
-    task = read_yaml(path).get("task", "regressor")
-    check_resume_overrides(str(task), overrides)
-    config = load_config(path, overrides)
+    stored = stored_config(run)
+    task = str(stored.get("task", "regressor"))
+    check_resume_overrides(task, overrides)
+    model = task_config(task)
+    config = validate(model, apply_overrides(stored, overrides), source=str(path))
     if task == "gan3d":
-        _check_decay_length(load_config(path).trainer, config.trainer)
+        _check_decay_length(validate(model, stored, source=str(path)).trainer, config.trainer)
     return config
+
+
+def stored_config(run: Path) -> dict[str, Any]:
+    """``run``'s ``config.yaml`` as written, with today's key names (:func:`current_keys`)."""
+    from evogan.config.base import read_yaml
+
+    return current_keys(read_yaml(run / "config.yaml"))
+
+
+def current_keys(stored: dict[str, Any]) -> dict[str, Any]:
+    """A run's stored config with the keys earlier evogan wrote renamed to today's, so its runs
+    resume: the regressor's ``migration.interval``/``k`` (now ``every``/``migrants``, the
+    search's names) and ``run.energy_bins``, which every task's run section held and only the
+    regressor reads."""
+    raw = {key: dict(value) if isinstance(value, dict) else value for key, value in stored.items()}
+    task = raw.get("task", "regressor")
+    migration = raw.get("migration")
+    if task == "regressor" and isinstance(migration, dict):
+        for old, new in (("interval", "every"), ("k", "migrants")):
+            if old in migration and new not in migration:
+                migration[new] = migration.pop(old)
+    if task != "regressor" and isinstance(raw.get("run"), dict):
+        raw["run"].pop("energy_bins", None)
+    return raw
 
 
 def _check_decay_length(stored: Any, resumed: Any) -> None:

@@ -23,8 +23,7 @@ from evogan.distributed.mpi import MPI
 from evogan.errors import ConfigError, DataError
 from evogan.gan3d.model.generate import generate_showers
 from evogan.gan3d.model.spec import check_window
-from evogan.physics import WORST_OBJECTIVE as WORST_SCORE
-from evogan.physics import Reference, Validation
+from evogan.physics import WORST_SCORE, Reference, Validation
 
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
 

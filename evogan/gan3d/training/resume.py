@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evogan.config.base import read_yaml, validate
+from evogan.config.base import validate
 from evogan.config.gan import Gan3dConfig
-from evogan.config.resume import is_resume_safe
+from evogan.config.resume import is_resume_safe, stored_config
 from evogan.distributed.launcher import resume_line
 from evogan.distributed.mpi import MPI
 from evogan.errors import EvoganError
@@ -59,7 +59,7 @@ def check_same_computation(run: RunDir, config: Gan3dConfig) -> None:
     """Refuse, naming the key, a config that would not continue the stored computation: a key
     may differ from the stored config only where ``--set`` may change it on resume
     (:data:`evogan.config.resume.RESUME_SAFE`), so the CLI and the Python API keep one rule."""
-    raw = read_yaml(run.file(CONFIG))
+    raw = stored_config(run.path)
     # keys added since the run was made count as their defaults
     stored = validate(Gan3dConfig, raw, source=str(run.file(CONFIG))).model_dump(mode="json")
     for key, old, new in _differences(stored, config.model_dump(mode="json")):

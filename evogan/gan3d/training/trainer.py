@@ -151,13 +151,14 @@ class GanTrainer:
         ``config`` (default: the run's own ``config.yaml``; with a config given, a run that
         already reached its ``trainer.epochs`` is refused); a config that would not continue
         the same computation (spec, data, seed, mode, batch, rank count) is refused."""
-        from evogan.config.base import read_yaml, validate
+        from evogan.config.base import validate
+        from evogan.config.resume import stored_config
 
         world = MPI.COMM_WORLD if world is None else world
         until = None if config is None else config.trainer.epochs
         if config is None:
             path = Path(run_dir) / CONFIG
-            config = validate(Gan3dConfig, read_yaml(path), source=str(path))
+            config = validate(Gan3dConfig, stored_config(Path(run_dir)), source=str(path))
         return cls(config, Opening(run_dir, True, until), world, stop or StopFlag(), on_step)
 
     def _start(self, marker: dict[str, Any] | None) -> tuple[Position, int, float | None]:
