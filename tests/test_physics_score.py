@@ -116,10 +116,11 @@ def test_score_does_not_depend_on_the_window_origin(world: dict) -> None:
     # largest |value|, not centred, so it moves with the centres' origin (it is not scored).
     for name in ("separation", "fpd", "sf_error"):
         assert result.metrics[name]["value"] == pytest.approx(before[name]["value"], rel=1e-9)
-    # The classifier sees features equal up to rounding: at most a few of the 22 500 pairs
-    # of its AUC swap order.
+    # The classifier sees features equal up to rounding, and that rounding reaches its fit
+    # differently on different CPUs' float kernels: a few tens of the 22 500 pairs of its AUC
+    # at most swap order, a tenth of the AUC's sampling error.
     auc = result.metrics["classifier_auc"]["value"]
-    assert auc == pytest.approx(before["classifier_auc"]["value"], abs=2e-4)
+    assert auc == pytest.approx(before["classifier_auc"]["value"], abs=1e-3)
     assert result.score == pytest.approx(world["independent"].score, abs=5e-4)
 
 
