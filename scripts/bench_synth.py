@@ -2,6 +2,7 @@
 
     python scripts/bench_synth.py --events 2000             # generation alone, generation + write
     python scripts/bench_synth.py --physics 300             # sampling fraction / depth vs reference
+    python scripts/bench_synth.py --physics 300 --detector calochallenge-2   # checks per detector
     python scripts/bench_synth.py --codecs 512              # HDF5 compression: write/read/size
 
 Threads are pinned to one before numpy/torch load, so the figure is per core.
@@ -25,7 +26,9 @@ import torch  # noqa: E402
 
 from evogan.data import detector  # noqa: E402
 from evogan.data.synthetic import generate_showers, synthesize, write_synthetic  # noqa: E402
+from evogan.data.synthetic.checks import check_showers  # noqa: E402
 from evogan.data.writer import ShowerWriter  # noqa: E402
+from evogan.detectors import detector_for  # noqa: E402
 from evogan.physics import observables as obs  # noqa: E402
 
 TARGET = 500.0
@@ -85,6 +88,26 @@ def physics(per_energy: int, seed: int) -> None:
         )
 
 
+DETECTOR_ENERGIES = (1, 2, 5, 10, 50, 100, 500, 1000)
+
+
+def detector_physics(per_energy: int, seed: int, name: str) -> None:
+    """The checks of docs/physics.md section 7 for ``name``: sampling fraction over the
+    nominal one, shower maximum against GFLASH, containment within 1 and 2 Moliere radii."""
+    detector = detector_for(name)
+    rng = np.random.default_rng(seed)
+    nominal = detector.materials.sampling_fraction
+    print(f"{detector.describe()}, nominal sampling fraction {nominal:g}")
+    print(f"{'E GeV':>6}{'SF':>9}{'/nominal':>9}{'T X0':>7}{'GFLASH':>8}{'<1 RM':>7}{'<2 RM':>7}")
+    for energy in DETECTOR_ENERGIES:
+        showers = generate_showers(np.full(per_energy, float(energy)), rng, detector=detector)
+        c = check_showers(showers, float(energy), detector)
+        print(
+            f"{energy:>6}{c.sampling_fraction:>9.5f}{c.nominal_ratio:>9.3f}{c.t_max_x0:>7.2f}"
+            f"{c.t_gflash_x0:>8.2f}{c.containment_1rm:>7.3f}{c.containment_2rm:>7.3f}"
+        )
+
+
 def codecs(events: int, seed: int) -> None:
     """CPU time per event of writing and reading back ``ECAL`` with each HDF5 filter."""
     chunks = list(synthesize(events, (2.0, 500.0), seed))
@@ -127,9 +150,15 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000, help="showers for the throughput test")
     parser.add_argument("--physics", type=int, metavar="N", help="N showers per reference energy")
     parser.add_argument("--codecs", type=int, metavar="N", help="compare compressions on N events")
+    parser.add_argument(
+        "--detector", help="with --physics: the checks for this detector instead (no throughput)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.detector:
+        detector_physics(args.physics or 300, args.seed, args.detector)
+        return
     throughput(args.events, args.seed)
     if args.physics:
         physics(args.physics, args.seed)

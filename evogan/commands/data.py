@@ -19,7 +19,11 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser = subparsers.add_parser(name, help="generate and inspect calorimeter shower files")
     actions = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
-    synth = actions.add_parser("synth", help="write a synthetic GFLASH-style shower file")
+    synth = actions.add_parser(
+        "synth",
+        help="write a synthetic GFLASH-style file of electromagnetic showers (an electron "
+        "model: not meant for hadrons)",
+    )
     synth.add_argument(
         "--out",
         required=True,
@@ -34,7 +38,19 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         type=float,
         default=(2.0, 500.0),
         metavar=("LO", "HI"),
-        help="primary energy range in GeV, drawn uniformly (default: 2 500)",
+        help="primary energy range in GeV, drawn uniformly (default: 2 500; within 1 1000)",
+    )
+    synth.add_argument(
+        "--log-uniform",
+        action="store_true",
+        help="draw energies uniformly in log E (as CaloChallenge datasets 2 and 3)",
+    )
+    synth.add_argument(
+        "--detector",
+        default="clic-ecal",
+        metavar="NAME|XML",
+        help="detector to deposit the showers in: a shipped name (clic-ecal, calochallenge-2, "
+        "...) or a CaloChallenge binning .xml file; its own file format (default: clic-ecal)",
     )
     synth.add_argument(
         "--seed", type=int, default=0, help="random seed, 0 or more (same seed, same file)"
@@ -56,6 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 def _synth(args: argparse.Namespace) -> int:
     from evogan.data.synthetic import write_synthetic
+    from evogan.detectors.shipped import DEFAULT, detector_for
 
     require_counts(args, "--events")
     require_finite(args, "--energy-range")
@@ -64,9 +81,22 @@ def _synth(args: argparse.Namespace) -> int:
         raise EvoganError(f"--energy-range must satisfy 0 < LO < HI, got {low:g} {high:g}")
     if args.seed < 0:
         raise EvoganError(f"--seed must be a non-negative integer, got {args.seed}")
+    detector = detector_for(args.detector)
     replaced = " (replacing the file that was there)" if args.out.is_file() else ""
-    path = write_synthetic(args.out, args.events, (low, high), args.seed, progress=True)
-    described = f"{args.events} synthetic showers ({low:g}-{high:g} GeV, seed {args.seed})"
+    path = write_synthetic(
+        args.out,
+        args.events,
+        (low, high),
+        args.seed,
+        detector=detector,
+        log_uniform=args.log_uniform,
+        progress=True,
+    )
+    spacing = ", log-uniform" if args.log_uniform else ""
+    where = "" if detector.name == DEFAULT else f" in {detector.describe()}"
+    described = (
+        f"{args.events} synthetic showers{where} ({low:g}-{high:g} GeV{spacing}, seed {args.seed})"
+    )
     print(f"wrote {described} to {path}{replaced}")
     return 0
 

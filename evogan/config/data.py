@@ -17,6 +17,7 @@ class SyntheticConfig(StrictModel):
     events: PositiveInt = 6000
     energy_range: tuple[float, float] = (2.0, 500.0)
     seed: NonNegativeInt = 20240601  # numpy's SeedSequence takes no negative seed
+    log_uniform: bool = False  # energies uniform in log E (CaloChallenge datasets 2 and 3)
 
     @model_validator(mode="after")
     def _ordered(self) -> SyntheticConfig:

@@ -69,9 +69,10 @@ def _atlas(layers: dict[int, tuple[tuple[float, ...], int]]) -> CylindricalBinni
 
 def _par04_materials(layers: int) -> Materials:
     """Geant4 Par04 (CaloChallenge datasets 2 and 3): each readout layer is two pairs of 1.4 mm
-    tungsten and 0.3 mm silicon; the sampling fraction is assumed (docs/physics.md section 7)."""
+    tungsten and 0.3 mm silicon; the sampling fraction is derived, not published: the MIP
+    fraction of that stack times the e/mip of the CLIC calibration (docs/physics.md section 7)."""
     return Materials(
-        **TUNGSTEN, absorber_mm=(2.8,) * layers, active_mm=0.6, sampling_fraction=0.035
+        **TUNGSTEN, absorber_mm=(2.8,) * layers, active_mm=0.6, sampling_fraction=0.025
     )
 
 
