@@ -224,3 +224,22 @@ def test_fpd_extrapolation_is_jetnets_straight_line_in_one_over_n_without_its_bo
     sizes = np.array([100, 150, 200, 300, 400])
     lines = np.array([0.3 + 12.0 / sizes, -0.02 + 5.0 / sizes])
     np.testing.assert_allclose(_intercepts(lines, sizes), [0.3, -0.02], atol=1e-12)
+
+
+def test_a_regular_cylinders_showers_flat_or_as_its_grid_give_one_table() -> None:
+    detector = detector_for("calochallenge-2")
+    rng = np.random.default_rng(9)
+    flat = (rng.gamma(0.3, 1e-3, (5, detector.voxels)) * (rng.random((5, 6480)) < 0.3)).astype(
+        np.float32
+    )
+    energy = np.full(5, 5.0)
+    as_flat = shower_features(flat, energy, cell_threshold=1e-5, detector=detector)
+    grid = detector.geometry.to_grid(flat)
+    as_grid = shower_features(grid, energy, cell_threshold=1e-5, detector=detector)
+    for key, values in as_flat.layers.items():
+        np.testing.assert_allclose(as_grid.layers[key], values, rtol=1e-12, atol=1e-12)
+    for key, values in as_flat.scalars.items():
+        np.testing.assert_allclose(as_grid.scalars[key], values, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(as_grid.spectrum, as_flat.spectrum)
+    with pytest.raises(ValueError, match=r"must be \(n, 6480\) or \(n, 9, 16, 45\)"):
+        shower_features(flat[:, :100], energy, detector=detector)

@@ -204,24 +204,17 @@ def _voxel_table(
     """The table of a cylindrical detector, from its flat voxels and voxel map: the whole
     shower's scalars from the per-layer sums, the per-layer features as its profiles."""
     geometry = detector.geometry
-    flat = geometry.to_flat(ecal) if ecal.ndim == 4 and geometry.grid_shape else ecal
-    if flat.ndim != 2 or flat.shape[1] != detector.voxels:
-        raise ValueError(
-            f"showers of {detector.describe()} must have shape (n, {detector.voxels})"
-            + (
-                f" or (n, {', '.join(map(str, geometry.grid_shape))})"
-                if geometry.grid_shape
-                else ""
-            )
-            + f", got {ecal.shape}"
-        )
-    buffer = np.empty((min(len(flat), _CHUNK), flat.shape[1]), dtype=np.float32)
+    _check_held_form(ecal, detector)
+    size = min(len(ecal), _CHUNK)
+    buffer = np.empty((size, *ecal.shape[1:]), np.float32)
+    work = np.empty(buffer.shape)  # float64, reused by every chunk
     parts = []
-    for lo in range(0, max(len(flat), 1), _CHUNK):
-        cells, finite = _clean(flat[lo : lo + _CHUNK], buffer, threshold)
-        spectrum, hits = _spectrum(cells, VOXEL_SPECTRUM_EDGES, VOXEL_HIT_THRESHOLD)
-        lit = np.count_nonzero(cells, axis=1)
-        parts.append((layered.cylinder_sums(cells, geometry), spectrum, hits, lit, finite))
+    for lo in range(0, max(len(ecal), 1), _CHUNK):
+        cells, finite = _clean(ecal[lo : lo + _CHUNK], buffer, threshold)
+        spectrum, hits = _spectrum(cells, VOXEL_SPECTRUM_EDGES, VOXEL_HIT_THRESHOLD, uniform=True)
+        lit = np.count_nonzero(cells.reshape(len(cells), -1), axis=1)
+        sums = layered.cylinder_sums(cells, geometry, work[: len(cells)])
+        parts.append((sums, spectrum, hits, lit, finite))
     sums, spectrum, hits, lit, finite = (np.concatenate(p) for p in zip(*parts, strict=True))
     total = sums[..., 0].sum(axis=1)
     scalars = {"energy_ratio": _energy_ratio(total, energy)}
@@ -232,7 +225,7 @@ def _voxel_table(
         scalars[f"centre_{axis}_mm"], scalars[f"width_{axis}_mm"] = centre, width
     _depth_scalars(scalars, sums[..., 0], detector)
     scalars["hits"] = hits.astype(np.float64)
-    scalars["sparsity"] = (flat.shape[1] - lit) / flat.shape[1]
+    scalars["sparsity"] = (detector.voxels - lit) / detector.voxels
     if theta is not None:
         depth = depth_mm(detector.layers, detector)
         _angle_scalars(scalars, fitted_angle_deg(sums[..., 0], sums[..., 3], depth), theta)
@@ -252,6 +245,15 @@ def _voxel_table(
         VOXEL_SPECTRUM_EDGES,
         detector,
     )
+
+
+def _check_held_form(ecal: np.ndarray, detector: Detector) -> None:
+    """Showers of a cylindrical detector come flat or as its grid; a ValueError otherwise."""
+    shape, grid = tuple(ecal.shape[1:]), detector.grid_shape
+    if shape == (detector.voxels,) or (grid is not None and shape == grid):
+        return
+    forms = f"(n, {detector.voxels})" + (f" or (n, {', '.join(map(str, grid))})" if grid else "")
+    raise ValueError(f"showers of {detector.describe()} must be {forms}, got {ecal.shape}")
 
 
 def _energy_ratio(total: np.ndarray, energy: np.ndarray) -> np.ndarray:
@@ -289,16 +291,23 @@ def _clean(chunk: np.ndarray, buffer: np.ndarray, threshold: float) -> tuple[np.
 
 
 def _spectrum(
-    cells: np.ndarray, edges: np.ndarray, hit_threshold: float
+    cells: np.ndarray, edges: np.ndarray, hit_threshold: float, uniform: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Counts of cells per log10(E/GeV) bin of ``edges`` per shower (cells above the top edge
-    in the last bin), and the cells above ``hit_threshold`` per shower."""
+    in the last bin), and the cells above ``hit_threshold`` per shower. ``uniform``: the edges
+    are equally spaced, so a cell's bin is arithmetic on its float32 log (4x faster than a
+    search; a cell within rounding of an edge may fall on either side)."""
     flat = cells.reshape(len(cells), -1)
     hit = np.flatnonzero(flat > hit_threshold)  # 10x faster than a 2-D np.nonzero
     rows = hit // flat.shape[1]
-    logs = np.log10(flat.reshape(-1)[hit].astype(np.float64))
-    index = np.clip(np.searchsorted(edges, logs, side="right") - 1, 0, None)
-    index = np.minimum(index, edges.size - 2)
+    if uniform:
+        logs = np.log10(flat.reshape(-1)[hit])
+        scale = np.float32((edges.size - 1) / (edges[-1] - edges[0]))
+        index = ((logs - np.float32(edges[0])) * scale).astype(np.int64)
+    else:
+        logs = np.log10(flat.reshape(-1)[hit].astype(np.float64))
+        index = np.searchsorted(edges, logs, side="right") - 1
+    index = np.minimum(np.clip(index, 0, None), edges.size - 2)
     nbins = edges.size - 1
     spectrum = np.bincount(rows * nbins + index, minlength=len(cells) * nbins)
     spectrum = spectrum.reshape(len(cells), nbins).astype(np.float64)

@@ -93,21 +93,29 @@ def grid_sums(
     )
 
 
-def cylinder_sums(cells: np.ndarray, binning: CylindricalBinning) -> np.ndarray:
-    """Moment sums (n, layers, 6) of flat showers (n, voxels) of a cylindrical binning, from the
-    layer-contiguous file order (layer slowest): one matrix product for a regular binning (every
-    layer's block against the same cell positions), one per layer for an irregular one."""
+def cylinder_sums(
+    cells: np.ndarray, binning: CylindricalBinning, work: np.ndarray | None = None
+) -> np.ndarray:
+    """Moment sums (n, layers, 6) of showers of a cylindrical binning, held flat (n, voxels;
+    file order, layer slowest: one matrix product per layer's block of voxels) or, for a
+    regular binning, as its grid (n, radial, angular, layer: one batched product against the
+    cell positions every layer shares, with no transpose to the file order). ``work``: a
+    float64 buffer of the cells' shape, reused across chunks (a fresh one per chunk costs its
+    page faults every time); float64 sums give a one-voxel layer a width of exactly 0."""
     vmap = binning.voxel_map
     weights = np.stack([np.ones_like(vmap.x_mm), vmap.x_mm, vmap.x_mm**2, vmap.y_mm, vmap.y_mm**2])
-    values = cells.astype(np.float64)  # float64 sums: a one-voxel layer has width exactly 0
-    out = np.empty((len(cells), binning.layers, SUMS))
-    if binning.grid_shape is not None:
-        per_layer = binning.voxels // binning.layers
-        blocks = values.reshape(len(cells), binning.layers, per_layer)
-        out[..., :5] = blocks @ weights[:, :per_layer].T
-        out[..., 5] = np.count_nonzero(blocks, axis=2)
+    values = np.empty(cells.shape) if work is None else work
+    np.copyto(values, cells)
+    if cells.ndim == 4:
+        radial, angular, layers = binning.grid_shape
+        # layer 0's block in file order is (angular, radial); the grid's cell axis is (r, a)
+        shared = weights[:, : radial * angular].reshape(5, angular, radial).transpose(0, 2, 1)
+        blocks = values.reshape(len(cells), radial * angular, layers)
+        out = np.empty((len(cells), layers, SUMS))
+        out[..., :5] = np.swapaxes(shared.reshape(5, -1) @ blocks, 1, 2)
+        out[..., 5] = np.count_nonzero(blocks, axis=1)
         return out
-    out[:] = 0.0
+    out = np.zeros((len(cells), binning.layers, SUMS))
     start = 0
     for layer, bins in enumerate(binning.layer_bins):
         stop = start + bins.voxels

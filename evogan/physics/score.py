@@ -205,7 +205,8 @@ class Reference:
         if np.asarray(ecal).shape[1:] != self.table.shape:
             raise DataError(
                 f"generated showers have cells {np.asarray(ecal).shape[1:]}, the reference "
-                f"{self.table.shape}; compare showers of the same cell window"
+                f"{self.table.shape} ({_name(self.detector)}); compare showers of the same "
+                "cell window"
             )
         angle = theta if self.has_angle else None
         if self.has_angle and angle is None:
