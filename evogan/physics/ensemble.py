@@ -52,7 +52,7 @@ def observables(table: FeatureTable | None, edges: np.ndarray) -> dict[str, np.n
     bins = edges.size - 1
     good = None if table is None else table.subset(~table.bad)
     out: dict[str, np.ndarray] = {}
-    for axis in PROFILES:
+    for axis in PROFILES if table is None else table.profiles:
         key = f"profile_{axis}"
         size = 1 if table is None else table.profiles[axis].shape[1]
         out[key] = out[f"{key}_error"] = np.full(size, np.nan)
@@ -110,10 +110,11 @@ def combine(members: Sequence[Validation], edges: np.ndarray, beta: float = BETA
         raise ValueError("an ensemble needs at least one member")
     per_member = [observables(m.table, edges) for m in members]
     mean, std = {}, {}
-    for name in per_member[0]:
-        width = max(len(p[name]) for p in per_member)
+    names = dict.fromkeys(name for p in per_member for name in p)  # a failed member: CLIC's
+    for name in names:
+        width = max(len(p.get(name, ())) for p in per_member)
         stacked = np.full((len(per_member), width), np.nan)
         for k, p in enumerate(per_member):
-            stacked[k, : len(p[name])] = p[name]
+            stacked[k, : len(p.get(name, ()))] = p.get(name, ())
         mean[name], std[name] = ensemble_moments(stacked)
     return EnsembleResult(list(members), beta, mean, std)

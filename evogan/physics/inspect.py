@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from evogan.data.detector import LAYERS, layer_centres_x0
 from evogan.data.hdf5 import ShowerFile
 from evogan.data.reader import ShowerDataset, open_file
+from evogan.detectors import Detector
 from evogan.physics import observables as obs
+from evogan.physics.features import depth_centres
 from evogan.progress import progress
 
 REFERENCE_EDGES_GEV = (2.0, 10.0, 50.0, 100.0, 200.0, 300.0, 400.0, 500.0)
@@ -49,6 +50,7 @@ class Scan:
     empty_fraction: np.ndarray
     profiles: dict[str, np.ndarray] = field(default_factory=dict)  # axis -> (bins, size) means
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    depth_unit: str = "x0"  # of ``shower_max``: "x0" (the detector's layers) or "layer"
 
 
 def energy_edges(energy_min: float, energy_max: float) -> np.ndarray:
@@ -61,14 +63,18 @@ def energy_edges(energy_min: float, energy_max: float) -> np.ndarray:
     return np.linspace(energy_min, energy_max, FALLBACK_BINS + 1)
 
 
-def scan_file(path: str | Path, **read: Any) -> Scan:
+def scan_file(path: str | Path, detector: Detector | None = None, **read: Any) -> Scan:
     """Stream ``path`` once and collect everything the report and the figures need; ``read``
-    are :func:`~evogan.data.reader.open_file`'s layout settings."""
+    are :func:`~evogan.data.reader.open_file`'s layout settings. Shower maxima are in X0 of the
+    ``detector``'s absorber (the CLIC ECAL where none is given) when the file has its layers,
+    in layers otherwise."""
     source = open_file(path, **read)
     dataset = ShowerDataset.from_files([source])
     energy = dataset.energies()
     edges = energy_edges(float(energy.min()), float(energy.max()))
-    depth = layer_centres_x0() if dataset.shape[2] == LAYERS else np.arange(dataset.shape[2]) + 0.5
+    depth, unit = depth_centres(dataset.shape[2], detector)
+    if unit == "layer":
+        depth = depth + 0.5
     nbins = len(edges) - 1
     sums = {axis: np.zeros((nbins, n)) for axis, n in zip("xyz", dataset.shape, strict=True)}
     parts: dict[str, list[np.ndarray]] = {"sf": [], "max": [], "empty": []}
@@ -94,6 +100,7 @@ def scan_file(path: str | Path, **read: Any) -> Scan:
         np.concatenate(parts["empty"]),
         profiles,
         counts,
+        unit,
     )
 
 
@@ -116,7 +123,7 @@ def summarise(scan: Scan) -> dict[str, Any]:
         "energy_max": float(scan.energy.max()),
         "sampling_fraction": _binned(scan.sampling_fraction, scan.energy, scan.edges),
         "shower_max": _binned(scan.shower_max, scan.energy, scan.edges),
-        "shower_max_unit": "X0" if scan.dataset.shape[2] == LAYERS else "layers",
+        "shower_max_unit": "X0" if scan.depth_unit == "x0" else "layers",
         "empty_cell_fraction": float(scan.empty_fraction.mean()),
         "made_by": made_by(scan.source.path),
     }

@@ -7,8 +7,12 @@ high-level features of :mod:`evogan.physics.features`:
     base  = S_sep + S_auc + ln(1 + max(FPD, 0))
     score = min((1 - f_bad) * base + f_bad * WORST_SCORE, WORST_SCORE)
 
-- S_sep: mean over feature groups (each scalar; the x, y and z profiles; the cell spectrum) of
-  the triangular separation power averaged over energy bins, in [0, 1];
+- S_sep: mean over feature groups (each scalar; each profile of the table; the cell spectrum)
+  of the triangular separation power averaged over energy bins, in [0, 1]. The profiles follow
+  the detector (:mod:`evogan.physics.features`): the x, y and z profiles of a Cartesian grid
+  (the CLIC ECAL), and for a cylindrical detector the CaloChallenge set per layer (energy,
+  centres and widths in x and y, sparsity), so its score is built from the challenge's
+  high-level features, E_tot/E_inc and the voxel spectrum included;
 - S_auc = max(0, 2 AUC - 1) of the classifier two-sample test, in [0, 1];
 - FPD on the standardised features: unbounded, so a too-high energy is penalised as steeply
   as a too-low one (no cap at "completely different" that a near-empty generator could hide
@@ -34,9 +38,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evogan.detectors import Detector
 from evogan.errors import DataError
 from evogan.physics.classifier import classifier_auc
-from evogan.physics.features import PROFILES, FeatureTable, shower_features
+from evogan.physics.features import FeatureTable, shower_features
 from evogan.physics.frechet import fpd
 from evogan.physics.kernel import kpd
 from evogan.physics.resampling import EventWeights, resampled_error
@@ -162,12 +167,21 @@ class Reference:
         bins: int = 5,
         seed: int = 0,
         theta: np.ndarray | None = None,
+        detector: Detector | None = None,
     ) -> Reference:
-        """Features of reference showers (n, X, Y, Z) GeV with primaries ``energy`` GeV, cells
-        below ``cell_threshold`` GeV zeroed: the ``data.cell_threshold`` the reference was
-        read with, which every scored set then gets too."""
-        table = shower_features(ecal, energy, theta, cell_threshold=cell_threshold)
+        """Features of reference showers (in ``detector``'s held form, GeV; the CLIC ECAL where
+        none is given) with primaries ``energy`` GeV, cells below ``cell_threshold`` GeV
+        zeroed: the ``data.cell_threshold`` the reference was read with, which every scored
+        set then gets too."""
+        table = shower_features(
+            ecal, energy, theta, cell_threshold=cell_threshold, detector=detector
+        )
         return cls(table, bins, seed)
+
+    @property
+    def detector(self) -> Detector | None:
+        """The reference's detector (None: the CLIC ECAL); every scored set is read as its."""
+        return self.table.detector
 
     @property
     def has_angle(self) -> bool:
@@ -178,9 +192,9 @@ class Reference:
 
     def _separation_values(self, table: FeatureTable) -> dict[str, np.ndarray]:
         values = {name: table.scalars[name] for name in self.names}
-        for axis in PROFILES:
-            for i in range(table.profiles[axis].shape[1]):
-                values[f"{axis}[{i}]"] = table.profiles[axis][:, i]
+        for key, profile in table.profiles.items():
+            for i in range(profile.shape[1]):
+                values[f"{key}[{i}]"] = profile[:, i]
         return values
 
     def score(
@@ -191,12 +205,15 @@ class Reference:
         if np.asarray(ecal).shape[1:] != self.table.shape:
             raise DataError(
                 f"generated showers have cells {np.asarray(ecal).shape[1:]}, the reference "
-                f"{self.table.shape}; compare showers of the same cell window"
+                f"{self.table.shape} ({_name(self.detector)}); compare showers of the same "
+                "cell window"
             )
         angle = theta if self.has_angle else None
         if self.has_angle and angle is None:
             angle = np.full(len(energy), np.pi / 2)
-        table = shower_features(ecal, energy, angle, cell_threshold=self.cell_threshold)
+        table = shower_features(
+            ecal, energy, angle, cell_threshold=self.cell_threshold, detector=self.detector
+        )
         return self.score_table(table)
 
     def score_table(self, table: FeatureTable) -> Validation:
@@ -207,6 +224,11 @@ class Reference:
                 f"features computed with cell threshold {table.cell_threshold:g} GeV cannot be "
                 f"scored against a reference of {self.cell_threshold:g} GeV; compute them with "
                 "the reference's cell_threshold"
+            )
+        if _name(table.detector) != _name(self.detector):
+            raise DataError(
+                f"generated showers are of detector {_name(table.detector)}, the reference of "
+                f"{_name(self.detector)}; compare showers of the same detector"
             )
         bad = int(table.bad.sum())
         if len(table) - bad < 4:
@@ -301,13 +323,18 @@ class Reference:
         return dict(self._floor)
 
 
+def _name(detector: Detector | None) -> str:
+    return "clic-ecal" if detector is None else detector.name
+
+
 def _groups(sep: Separation) -> dict[str, tuple[np.ndarray, float]]:
     """Feature groups (each scalar alone, each profile's slices together): the group's
     separation per energy bin on every replicate (mean over its features; replicates, bins)
     and its overall value on the data."""
     members: dict[str, list[int]] = {}
     for index, name in enumerate(sep.names):
-        members.setdefault(f"profile_{name[0]}" if "[" in name else name, []).append(index)
+        key = f"profile_{name.split('[')[0]}" if "[" in name else name
+        members.setdefault(key, []).append(index)
     return {
         key: (sep.per_bin[:, index].mean(axis=1), float(sep.overall[0, index].mean()))
         for key, index in members.items()
