@@ -39,6 +39,13 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     synth.add_argument(
         "--seed", type=int, default=0, help="random seed, 0 or more (same seed, same file)"
     )
+    synth.add_argument(
+        "--detector",
+        metavar="NAME|PATH",
+        help="the calorimeter: a shipped name (clic-ecal, the default; calochallenge-2, ...) "
+        "or a CaloChallenge binning XML; cylindrical ones are written in the CaloChallenge "
+        "format",
+    )
     synth.set_defaults(handler=_synth)
 
     inspect = actions.add_parser("inspect", help="summarise a shower file (any public layout)")
@@ -56,7 +63,9 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 def _synth(args: argparse.Namespace) -> int:
     from evogan.data.synthetic import write_synthetic
+    from evogan.detectors import detector_for
 
+    chosen = {} if args.detector is None else {"detector": detector_for(args.detector)}
     require_counts(args, "--events")
     require_finite(args, "--energy-range")
     low, high = args.energy_range
@@ -65,8 +74,9 @@ def _synth(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise EvoganError(f"--seed must be a non-negative integer, got {args.seed}")
     replaced = " (replacing the file that was there)" if args.out.is_file() else ""
-    path = write_synthetic(args.out, args.events, (low, high), args.seed, progress=True)
-    described = f"{args.events} synthetic showers ({low:g}-{high:g} GeV, seed {args.seed})"
+    path = write_synthetic(args.out, args.events, (low, high), args.seed, progress=True, **chosen)
+    where = f", {chosen['detector'].describe()}" if chosen else ""
+    described = f"{args.events} synthetic showers ({low:g}-{high:g} GeV, seed {args.seed}{where})"
     print(f"wrote {described} to {path}{replaced}")
     return 0
 
@@ -79,12 +89,18 @@ def _inspect(args: argparse.Namespace) -> int:
 
         figure_format(args.plot)
     scan = scan_file(args.file, **read_options(args))  # streamed once: report and figure
-    report = summarise(scan)
+    detector = scan.dataset.detector
+    named = detector.describe() if detector else "none recorded or shipped with these cells"
+    report = {"detector": detector.name if detector else None, **summarise(scan)}
     if args.plot is not None:
         from evogan.plots.data import plot_inspection
 
         plot_inspection(scan, args.plot)
-    print(json.dumps(report) if args.json else format_report(report))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        file_line, rest = format_report(report).split("\n", 1)
+        print(f"{file_line}\n{'detector':<18}{named}\n{rest}")
     if args.plot is not None and not args.json:
         print(f"figures written to {args.plot}")
     return 0
