@@ -274,8 +274,9 @@ def open_file(
                     ecal_scale=to_gev if ecal_scale is None else found.ecal_scale,
                     energy_scale=to_gev,
                 )
+            described = describe(f, path, found, source)
             warn_unlikely_units(f, path, found)
-            return describe(f, path, found, source)
+            return described
     except OSError as exc:
         raise DataError(f"data file {path} cannot be read as HDF5: {first_line(exc)}") from None
 
