@@ -50,7 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         default="clic-ecal",
         metavar="NAME|XML",
         help="detector to deposit the showers in: a shipped name (clic-ecal, calochallenge-2, "
-        "...) or a CaloChallenge binning .xml file; its own file format (default: clic-ecal)",
+        "...) or a CaloChallenge binning .xml file; written in its own file format (the "
+        "CaloChallenge one for cylindrical detectors; default: clic-ecal)",
     )
     synth.add_argument(
         "--seed", type=int, default=0, help="random seed, 0 or more (same seed, same file)"
@@ -109,12 +110,18 @@ def _inspect(args: argparse.Namespace) -> int:
 
         figure_format(args.plot)
     scan = scan_file(args.file, **read_options(args))  # streamed once: report and figure
-    report = summarise(scan)
+    detector = scan.dataset.detector
+    named = detector.describe() if detector else "none recorded or shipped with these cells"
+    report = {"detector": detector.name if detector else None, **summarise(scan)}
     if args.plot is not None:
         from evogan.plots.data import plot_inspection
 
         plot_inspection(scan, args.plot)
-    print(json.dumps(report) if args.json else format_report(report))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        file_line, rest = format_report(report).split("\n", 1)
+        print(f"{file_line}\n{'detector':<18}{named}\n{rest}")
     if args.plot is not None and not args.json:
         print(f"figures written to {args.plot}")
     return 0

@@ -138,8 +138,9 @@ def add_config_options(parser: argparse.ArgumentParser, example: str, run_dir_he
     parser.add_argument("--run-dir", type=Path, help=run_dir_help)
 
 
-READ_KEYS = ("layout", "ecal_key", "energy_key", "ecal_scale")
-"""The ``data`` keys that say how to read a file (:func:`evogan.data.reader.open_file`)."""
+READ_KEYS = ("layout", "ecal_key", "energy_key", "ecal_scale", "detector")
+"""The ``data`` keys that say how to read a file (:func:`evogan.data.reader.open_file`); the
+detector only where given (otherwise each file's own)."""
 
 
 class _ReadSettings(StrictModel):
@@ -173,7 +174,10 @@ def read_options(args: argparse.Namespace) -> dict[str, Any]:
         allowed = ", ".join(f"data.{key}" for key in READ_KEYS)
         raise ConfigError(f"--set {other[0]} is not a read setting; allowed here: {allowed}")
     data = validate(_ReadSettings, raw, source="--set").data
-    return {key: getattr(data, key) for key in READ_KEYS}
+    read = {key: getattr(data, key) for key in READ_KEYS}
+    if "detector" not in data.model_fields_set:
+        read["detector"] = None
+    return read
 
 
 def add_resume_options(parser: argparse.ArgumentParser, config_help: str) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from evogan.config.base import StrictModel
+from evogan.detectors import detector_for
+from evogan.errors import ConfigError
 
-Layout = Literal["auto", "fixed25", "raw51", "processed51", "evogan"]
+Layout = Literal["auto", "fixed25", "raw51", "processed51", "evogan", "calochallenge"]
 
 
 class SyntheticConfig(StrictModel):
@@ -28,8 +30,11 @@ class SyntheticConfig(StrictModel):
 
 
 class DataConfig(StrictModel):
-    """Files (paths or globs) in one of the public 3DGAN layouts, or the synthetic default."""
+    """Files (paths or globs) in one of the public 3DGAN layouts or the CaloChallenge one, or
+    the synthetic default; ``detector`` names the calorimeter they come from (a shipped name or
+    the path of a CaloChallenge binning XML)."""
 
+    detector: str = "clic-ecal"
     files: list[str] = Field(default_factory=list)
     test_files: list[str] = Field(default_factory=list)
     layout: Layout = "auto"
@@ -48,3 +53,12 @@ class DataConfig(StrictModel):
     power: float = Field(default=0.85, gt=0)
     energy_scale: float = Field(default=100.0, gt=0)
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
+
+    @field_validator("detector")
+    @classmethod
+    def _known_detector(cls, value: str) -> str:
+        try:
+            detector_for(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value

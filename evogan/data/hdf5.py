@@ -2,7 +2,9 @@
 
 Cells are read in contiguous, HDF5-chunk-aligned slices straight into a float32 buffer and
 scaled, thresholded and checked while the slice is in cache; :mod:`evogan.data.reader` builds
-datasets, shards and train/test splits on top.
+datasets, shards and train/test splits on top. Showers come out in their detector's in-memory
+form: a 3DGAN ECAL as stored (x, y, layer); a CaloChallenge row of voxels as the regular
+cylinder's grid (radial, angular, layer), or as the row itself for irregular binning.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from evogan.data.cells import zero_below
 from evogan.data.layouts import Layout, particle_from_name
+from evogan.detectors import Detector
 from evogan.errors import DataError
 
 # Cells are read (and then scaled, thresholded, checked) in slices of about this many bytes,
@@ -31,7 +34,7 @@ _MAX_ALIGNED_BYTES = 256 << 20
 class ShowerChunk:
     """Consecutive showers: cells in GeV (below-threshold cells are 0), energy and angle."""
 
-    ecal: np.ndarray  # float32 (n, X, Y, Z), GeV
+    ecal: np.ndarray  # float32 (n, *shape) in the detector's in-memory form, GeV
     energy: np.ndarray  # float32 (n,), GeV
     theta: np.ndarray  # float32 (n,), radians; pi/2 where the file stores no angle
 
@@ -41,14 +44,29 @@ class ShowerChunk:
 
 @dataclass(frozen=True)
 class ShowerFile:
-    """One opened and validated file: where it is, how to read it, how many events."""
+    """One opened and validated file: where it is, how to read it, how many events, its
+    detector (None for a Cartesian window no shipped detector has and the file records none)
+    and the shape of one shower in memory."""
 
     path: Path
     layout: Layout
     events: int
-    shape: tuple[int, int, int]
+    shape: tuple[int, ...]
     chunk_rows: int  # events per HDF5 chunk of ECAL (1 when stored contiguously)
     particle: str
+    detector: Detector | None = None
+
+    @property
+    def regridded(self) -> bool:
+        """Stored as rows of voxels, held as the detector's grid."""
+        return self.layout.flat and self.shape != self.stored_shape
+
+    @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """One shower's cells as the file holds them."""
+        if self.layout.flat:
+            return (int(np.prod(self.shape)),)
+        return self.shape
 
 
 @dataclass(frozen=True)
@@ -60,8 +78,11 @@ class Segment:
     stop: int
 
 
-def describe(f: h5py.File, path: Path, layout: Layout) -> ShowerFile:
-    """Check the shapes and counts of an open file in ``layout`` (reads no cells)."""
+def describe(
+    f: h5py.File, path: Path, layout: Layout, detector: Detector | None = None
+) -> ShowerFile:
+    """Check the shapes and counts of an open file in ``layout`` (reads no cells); a
+    CaloChallenge file's rows are held as ``detector``'s grid where it has one."""
     ecal = f[layout.ecal_key]
     events = ecal.shape[0]
     if events == 0:
@@ -86,10 +107,13 @@ def describe(f: h5py.File, path: Path, layout: Layout) -> ShowerFile:
                 f"{events} events; the file is inconsistent"
             )
     shape = tuple(int(n) for n in ecal.shape[1:])
+    if layout.flat and detector is not None and detector.grid_shape is not None:
+        shape = detector.grid_shape
     rows = ecal.chunks[0] if ecal.chunks else 1
     if rows * 4 * int(np.prod(shape)) > _MAX_ALIGNED_BYTES:
         rows = 1  # huge HDF5 chunks: keep memory bounded rather than aligned
-    return ShowerFile(path, layout, int(events), shape, int(rows), particle_from_name(path))
+    particle = particle_from_name(path)
+    return ShowerFile(path, layout, int(events), shape, int(rows), particle, detector)
 
 
 def read_segment(segment: Segment, step: int, threshold: float) -> Iterator[ShowerChunk]:
@@ -139,17 +163,24 @@ def read_cells(
     event_bytes = 4 * int(np.prod(source.shape))
     per_read = max(rows, _READ_BYTES // event_bytes // rows * rows)
     ecal = f[layout.ecal_key]
+    rows_buffer = (
+        np.empty((per_read, *source.stored_shape), np.float32) if source.regridded else None
+    )
     at = start
     while at < stop:
         end = min(stop, (at // per_read + 1) * per_read)
         part = out[at - start : end - start]
+        stored = part if rows_buffer is None else rows_buffer[: end - at]
         try:
-            ecal.read_direct(part, np.s_[at:end])
+            ecal.read_direct(stored, np.s_[at:end])
         except OSError as exc:
             raise DataError(
                 f"{source.path}: reading events {at}-{end - 1} failed: {first_line(exc)}"
             ) from None
-        clean_cells(part, layout.ecal_scale, threshold, f"{source.path}: {layout.ecal_key}", at)
+        where = f"{source.path}: {layout.ecal_key}"
+        clean_cells(stored, layout.ecal_scale, threshold, where, at, divisor=_divisor(layout))
+        if rows_buffer is not None:
+            part[...] = source.detector.geometry.to_grid(stored)
         if on_read is not None:
             on_read(end - at)
         at = end
@@ -173,6 +204,8 @@ def event_arrays(f: h5py.File, segment: Segment) -> tuple[np.ndarray, np.ndarray
         energy = f[layout.energy_key][lo:hi]
     else:
         energy = f[layout.energy_key][lo:hi, layout.energy_column]
+    if layout.energy_scale != 1.0:  # in float64: 50000 MeV is 50 GeV, not 50.000004
+        energy = np.asarray(energy, dtype=np.float64) * layout.energy_scale
     energy = np.asarray(energy, dtype=np.float32)
     bad = np.flatnonzero(~np.isfinite(energy) | (energy <= 0))
     if bad.size:
@@ -193,8 +226,25 @@ def event_arrays(f: h5py.File, segment: Segment) -> tuple[np.ndarray, np.ndarray
     return energy, theta
 
 
-def clean_cells(cells: np.ndarray, scale: float, threshold: float, where: str, first: int) -> None:
-    """In place: stored units -> GeV, cells below ``threshold`` -> 0 (the rule of
+def _divisor(layout: Layout) -> float | None:
+    """For a CaloChallenge file in MeV, 1000: x / 1000 is the float32 nearest the GeV value,
+    x * float32(0.001) can be one ulp off (3DGAN layouts keep their multiplication)."""
+    if layout.flat and layout.ecal_scale < 1 and (1 / layout.ecal_scale).is_integer():
+        return 1 / layout.ecal_scale
+    return None
+
+
+def clean_cells(
+    cells: np.ndarray,
+    scale: float,
+    threshold: float,
+    where: str,
+    first: int,
+    *,
+    divisor: float | None = None,
+) -> None:
+    """In place: stored units -> GeV (x ``scale``, or / ``divisor`` when given), cells below
+    ``threshold`` -> 0 (the rule of
     :func:`evogan.data.cells.zero_below`, which the score applies too), NaN/inf -> DataError.
 
     Called on each freshly read slice while it is in cache. The finiteness test is one sum (any
@@ -210,7 +260,9 @@ def clean_cells(cells: np.ndarray, scale: float, threshold: float, where: str, f
                 f"{where} of event {first + int(bad[0])} holds NaN or inf; "
                 "fix or drop that event, or leave the file out"
             )
-    if scale != 1.0:
+    if divisor is not None:
+        tensor.div_(divisor)
+    elif scale != 1.0:
         tensor.mul_(float(np.float32(scale)))
     zero_below(cells, threshold)
 

@@ -1,7 +1,10 @@
-"""The public 3DGAN HDF5 layouts (docs/physics.md section 1) and evogan's own.
+"""The public 3DGAN HDF5 layouts (docs/physics.md section 1), the CaloChallenge one and evogan's.
 
 ``fixed25`` (a), ``raw51`` (b) and ``processed51`` (c) are the public files; ``evogan`` is what
-evogan writes (synthetic sets, GAN samples): any cell shape, ``ecal_units`` declared.
+evogan writes for a Cartesian detector (synthetic sets, GAN samples): any cell shape,
+``ecal_units`` declared. ``calochallenge`` is the Fast Calorimeter Simulation Challenge's:
+``showers`` (N, voxels) and ``incident_energies`` (N, 1), both in MeV, which evogan also writes
+for cylindrical detectors (with a ``detector`` attribute).
 
 A file's layout is detected from its keys, the ECAL shape and the ``ecal_units`` attribute,
 then resolved into a :class:`Layout`: which dataset holds the cells, which holds the primary
@@ -40,6 +43,12 @@ class Layout:
     theta_key: str | None
     ecal_scale: float  # stored cell value x ecal_scale = GeV
     theta_scale: float = 1.0  # stored angle x theta_scale = radians
+    energy_scale: float = 1.0  # stored primary energy x energy_scale = GeV
+
+    @property
+    def flat(self) -> bool:
+        """Cells stored one row of voxels per shower (the CaloChallenge layout)."""
+        return self.name == "calochallenge"
 
 
 # Defaults per layout name; the ECAL scale may be replaced by the file's ``ecal_units``.
@@ -48,7 +57,11 @@ _DEFAULTS = {
     "raw51": Layout("raw51", "ECAL", "energy", None, "theta", RAW_ECAL_SCALE),
     "processed51": Layout("processed51", "ECAL", "energy", None, "theta", RAW_ECAL_SCALE),
     "evogan": Layout("evogan", "ECAL", "energy", None, "theta", 1.0),
+    "calochallenge": Layout(
+        "calochallenge", "showers", "incident_energies", 0, None, 1.0e-3, energy_scale=1.0e-3
+    ),
 }
+CALOCHALLENGE_KEYS = ("showers", "incident_energies")
 
 
 def particle_from_name(path: str | Path) -> str:
@@ -88,10 +101,14 @@ def resolve_layout(
     """The layout of an open file with the user's overrides applied and every key checked.
 
     Precedence of the cell scale: ``ecal_scale`` override, then the file's ``ecal_units``
-    attribute, then the layout's default (x1/50 for layouts b and c).
+    attribute, then the layout's default (x1/50 for layouts b and c, MeV for CaloChallenge).
     """
     if layout != "auto" and layout not in _DEFAULTS:
         raise DataError(f"layout {layout!r} is not known; allowed: auto, {', '.join(_DEFAULTS)}")
+    if layout == "calochallenge" or (
+        layout == "auto" and ecal_key is None and all(key in f for key in CALOCHALLENGE_KEYS)
+    ):
+        return _calochallenge(f, ecal_key, energy_key, ecal_scale)
     ecal = _dataset(f, ecal_key or "ECAL", "data.ecal_key")
     if ecal.ndim != 4:
         raise DataError(
@@ -112,13 +129,35 @@ def resolve_layout(
     return replace(resolved, theta_scale=_theta_scale(f, resolved))
 
 
+def _calochallenge(
+    f: h5py.File, ecal_key: str | None, energy_key: str | None, ecal_scale: float | None
+) -> Layout:
+    """``showers`` (N, voxels) and ``incident_energies`` (N, 1) or (N,), MeV unless overridden;
+    the detector's own unit replaces the MeV once it is known (:mod:`evogan.data.file_detector`)."""
+    base = _DEFAULTS["calochallenge"]
+    showers = _dataset(f, ecal_key or base.ecal_key, "data.ecal_key")
+    if showers.ndim != 2:
+        raise DataError(
+            f"{f.filename}: {showers.name.lstrip('/')} must be 2-D (events, voxels) in the "
+            f"CaloChallenge layout, got shape {showers.shape}"
+        )
+    energy_name = energy_key or base.energy_key
+    energy = _dataset(f, energy_name, "data.energy_key")
+    column = 0 if energy.ndim == 2 else None
+    scale = base.ecal_scale if ecal_scale is None else float(ecal_scale)
+    return replace(
+        base, ecal_key=showers.name.lstrip("/"), energy_key=energy_name, energy_column=column,
+        ecal_scale=scale,
+    )  # fmt: skip
+
+
 def _dataset(f: h5py.File, key: str, option: str) -> h5py.Dataset:
     node = f.get(key)
     if not isinstance(node, h5py.Dataset):
         _refuse_weights(f)
         raise DataError(
             f"{f.filename}: missing dataset {key!r}; keys present: {_list(f.keys())}; "
-            f"not a 3DGAN shower file, or set {option} to the right key"
+            f"not a 3DGAN or CaloChallenge shower file, or set {option} to the right key"
         )
     return node
 

@@ -1,4 +1,5 @@
-"""Lazy, chunked reading of calorimeter shower files in any public 3DGAN layout.
+"""Lazy, chunked reading of calorimeter shower files in any public 3DGAN layout or the
+CaloChallenge one.
 
 A :class:`ShowerDataset` is only a list of event ranges in files: opening one reads the
 metadata and the (small) energy arrays, never the cells. Cells stream in constant memory
@@ -11,12 +12,14 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from evogan.config.data import DataConfig
+from evogan.data.file_detector import file_detector, warn_unlikely_units
 from evogan.data.hdf5 import (
     Segment,
     ShowerChunk,
@@ -29,6 +32,7 @@ from evogan.data.hdf5 import (
     read_segment_into,
 )
 from evogan.data.layouts import resolve_layout
+from evogan.detectors import Detector, detector_for
 from evogan.errors import DataError
 
 _GLOB_CHARS = set("*?[")
@@ -51,6 +55,13 @@ class ShowerDataset:
         if len(shapes) > 1:
             described = ", ".join(f"{s.file.path.name} {s.file.shape}" for s in self._segments)
             raise DataError(f"all files must have the same cell shape (x, y, z); got {described}")
+        detectors = {s.file.detector.name for s in self._segments if s.file.detector}
+        if len(detectors) > 1:
+            described = ", ".join(
+                f"{s.file.path.name} {s.file.detector.name if s.file.detector else '?'}"
+                for s in self._segments
+            )
+            raise DataError(f"all files must come from the same detector; got {described}")
 
     @classmethod
     def from_files(
@@ -70,8 +81,14 @@ class ShowerDataset:
         return list(dict.fromkeys(s.file.path for s in self._segments))
 
     @property
-    def shape(self) -> tuple[int, int, int]:
+    def shape(self) -> tuple[int, ...]:
+        """One shower's cells in memory: (x, y, layer), (radial, angular, layer) or (voxels,)."""
         return self._segments[0].file.shape if self._segments else (0, 0, 0)
+
+    @property
+    def detector(self) -> Detector | None:
+        """The files' detector; None for a Cartesian window that no shipped detector has."""
+        return next((s.file.detector for s in self._segments if s.file.detector), None)
 
     @property
     def layout(self) -> str:
@@ -204,6 +221,7 @@ def open_files(
     ecal_key: str | None = None,
     energy_key: str | None = None,
     ecal_scale: float | None = None,
+    detector: str | Detector | None = None,
 ) -> list[ShowerFile]:
     """Expand paths and glob patterns (sorted, duplicates dropped) and validate every file."""
     if isinstance(patterns, (str, Path)):
@@ -216,10 +234,8 @@ def open_files(
     unique: dict[Path, Path] = {}
     for path in paths:
         unique.setdefault(path.resolve(), path)  # the first mention keeps its place
-    return [
-        open_file(p, layout=layout, ecal_key=ecal_key, energy_key=energy_key, ecal_scale=ecal_scale)
-        for p in unique.values()
-    ]
+    options = dict(layout=layout, ecal_key=ecal_key, energy_key=energy_key, ecal_scale=ecal_scale)
+    return [open_file(p, **options, detector=detector) for p in unique.values()]
 
 
 def open_file(
@@ -229,21 +245,38 @@ def open_file(
     ecal_key: str | None = None,
     energy_key: str | None = None,
     ecal_scale: float | None = None,
+    detector: str | Detector | None = None,
 ) -> ShowerFile:
-    """Open one file, resolve its layout and check shapes and counts (reads no cells)."""
+    """Open one file, resolve its layout and detector (``detector``: what ``data.detector``
+    says, a name, a binning XML path or a :class:`Detector`; None takes the file's) and check
+    shapes, counts and units (reads no cells but a few rows of a CaloChallenge file)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file {path} does not exist")
     if path.is_dir():
         raise DataError(f"data file {path} is a directory; give files or a glob like {path}/*.h5")
     if not h5py.is_hdf5(path):
-        raise DataError(f"data file {path} is not an HDF5 file; expected a 3DGAN .h5 shower file")
+        raise DataError(
+            f"data file {path} is not an HDF5 file; expected a 3DGAN or CaloChallenge .h5 "
+            "shower file"
+        )
+    expected = detector_for(detector) if isinstance(detector, str) else detector
     try:
         with h5py.File(path, "r") as f:
             found = resolve_layout(
                 f, layout, ecal_key=ecal_key, energy_key=energy_key, ecal_scale=ecal_scale
             )
-            return describe(f, path, found)
+            source = file_detector(f, path, found, expected)
+            if found.flat:
+                to_gev = source.to_gev
+                found = replace(
+                    found,
+                    ecal_scale=to_gev if ecal_scale is None else found.ecal_scale,
+                    energy_scale=to_gev,
+                )
+            described = describe(f, path, found, source)
+            warn_unlikely_units(f, path, found)
+            return described
     except OSError as exc:
         raise DataError(f"data file {path} cannot be read as HDF5: {first_line(exc)}") from None
 
@@ -269,6 +302,7 @@ def open_dataset(
         ecal_key=cfg.ecal_key,
         energy_key=cfg.energy_key,
         ecal_scale=cfg.ecal_scale,
+        detector=cfg.detector,
     )
     view = dict(cell_threshold=cfg.cell_threshold, chunk_events=cfg.chunk_events)
     files = open_files(patterns, **options)

@@ -222,9 +222,8 @@ def write_synthetic(
     }
     if log_uniform:
         attrs["energy_sampling"] = "log-uniform"
-    # The Cartesian grid is the writer's own (X, Y, Z) form; other detectors name themselves.
-    layout = {} if detector.geometry.kind == "cartesian" else {"detector": detector}
-    with ShowerWriter(path, detector.grid_shape, attrs=attrs, **layout) as writer:
+    shape = detector.grid_shape or (detector.voxels,)
+    with ShowerWriter(path, shape, detector=detector, attrs=attrs) as writer:
         chunks = synthesize(events, (low, high), seed, detector=detector, log_uniform=log_uniform)
         if not progress:
             for ecal, energy, theta in chunks:
