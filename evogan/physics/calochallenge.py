@@ -37,6 +37,8 @@ MEV_PER_GEV = 1e3
 POSITION_UNIT_MM = 100.0  # the challenge divides centres and widths (mm) by 100
 SPECTRUM_BINS = 40
 SPECTRUM = "voxel_energy"
+MAX_RINGS = 60
+RADIAL_BINS = 20
 DEFAULT_SETUP = NetworkSetup()
 METRICS = ("AUC_low", "JSD_low", "AUC_high", "JSD_high", "FPD", "KPD")
 
@@ -258,18 +260,22 @@ def calochallenge_metrics(
     }
 
 
-def layer_profiles(
-    showers_flat: np.ndarray, detector: Detector, radial_bins: int = 20
-) -> dict[str, np.ndarray]:
+def layer_profiles(showers_flat: np.ndarray, detector: Detector) -> dict[str, np.ndarray]:
     """Mean energy per layer and the mean radial profile (energy per mm of radius, summed over
-    layers, in ``radial_bins`` bins out to the outermost voxel centre), each with its standard
-    error of the mean: what ``data inspect`` and ``validate --out`` draw for any detector."""
+    layers), each with its standard error of the mean: what ``data inspect`` and ``validate
+    --out`` draw for any detector. The radial bins are the detector's own rings where it has at
+    most ``MAX_RINGS`` distinct voxel radii (a cylinder), else ``RADIAL_BINS`` equal bins."""
     vmap = detector.geometry.voxel_map
     showers = np.asarray(showers_flat, dtype=np.float64)
     per_layer = showers @ (vmap.layer[:, None] == np.arange(vmap.layers)[None, :])
-    edges = np.linspace(0.0, float(vmap.r_mm.max()) * 1.05 + 1e-9, radial_bins + 1)
-    ring = np.clip(np.searchsorted(edges, vmap.r_mm, side="right") - 1, 0, radial_bins - 1)
-    onehot = (ring[:, None] == np.arange(radial_bins)[None, :]).astype(np.float64)
+    radii = np.unique(vmap.r_mm)
+    if 1 < radii.size <= MAX_RINGS:
+        middle = 0.5 * (radii[:-1] + radii[1:])
+        edges = np.concatenate([[0.0], middle, [2 * radii[-1] - middle[-1]]])
+    else:
+        edges = np.linspace(0.0, float(radii.max()) * 1.05 + 1e-9, RADIAL_BINS + 1)
+    ring = np.clip(np.searchsorted(edges, vmap.r_mm, side="right") - 1, 0, len(edges) - 2)
+    onehot = (ring[:, None] == np.arange(len(edges) - 1)[None, :]).astype(np.float64)
     radial = showers @ onehot / np.diff(edges)
     sqrt_n = np.sqrt(max(len(showers), 1))
     return {
@@ -279,3 +285,31 @@ def layer_profiles(
         "radial_mean": radial.mean(axis=0),
         "radial_error": radial.std(axis=0) / sqrt_n,
     }
+
+
+def figure_data(
+    showers_flat: np.ndarray, incident_gev: np.ndarray, detector: Detector
+) -> dict[str, np.ndarray]:
+    """Plain arrays the challenge's kind of figures draw for one sample: ``layer_profiles``, the
+    per-layer mean and standard error of EC_x, EC_y, width_x and width_y over showers with energy
+    in that layer (``{name}_layers`` gives the layer numbers), ``Etot_Einc`` per shower and the
+    positive voxel energies (GeV)."""
+    sample = Sample.of(showers_flat, incident_gev, detector)
+    data = layer_profiles(sample.showers, detector)
+    data["Etot_Einc"] = sample.features["Etot_Einc"]
+    data["voxel_energies"] = sample.showers[sample.showers > 0]
+    data["incident"] = sample.incident
+    for family in ("EC_x", "EC_y", "width_x", "width_y"):
+        layers, means, errors = [], [], []
+        for name, values in sample.features.items():
+            if feature_family(name) != family:
+                continue
+            layer = int(name.rpartition("_")[2])
+            filled = values[sample.features[f"E_layer_{layer}"] > 0]
+            layers.append(layer)
+            means.append(filled.mean() if filled.size else np.nan)
+            errors.append(filled.std(ddof=1) / np.sqrt(filled.size) if filled.size > 1 else np.nan)
+        data[f"{family}_layers"] = np.asarray(layers, dtype=int)
+        data[f"{family}_mean"] = np.asarray(means)
+        data[f"{family}_error"] = np.asarray(errors)
+    return data
