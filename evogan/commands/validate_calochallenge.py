@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evogan.errors import DataError
+from evogan.commands.options import shower_detector
 
 if TYPE_CHECKING:
     from evogan.commands.validate import Job
     from evogan.data.reader import ShowerDataset
-    from evogan.detectors import Detector
 
 
 def calochallenge_section(
@@ -26,7 +25,7 @@ def calochallenge_section(
     from evogan.physics.calochallenge import calochallenge_metrics, figure_data
     from evogan.progress import progress
 
-    detector = _detector(view)
+    detector = shower_detector(tuple(view.shape))
     wanted = args.calochallenge or args.format == "calochallenge"
     wanted = wanted or detector.geometry.kind == "cylindrical"
     if job.showers is not None:
@@ -48,16 +47,6 @@ def calochallenge_section(
         "generated": figure_data(gen_flat, gen_energy, detector),
         "title": f"{detector.describe()}: {Path(report['generated']).name} against the reference",
     }
-
-
-def _detector(view: ShowerDataset) -> Detector:
-    """The shipped Cartesian detector whose cell window the reference's showers fill."""
-    from evogan.detectors import DETECTOR_NAMES, detector_for
-
-    for name in DETECTOR_NAMES:
-        if detector_for(name).grid_shape == tuple(view.shape):
-            return detector_for(name)
-    raise DataError(f"no shipped detector has showers of cells {tuple(view.shape)}")
 
 
 def _regenerate(job: Job, args: argparse.Namespace) -> np.ndarray:

@@ -170,7 +170,11 @@ def plot_detector_profiles(data: dict[str, np.ndarray], png: str | Path, *, titl
              title="longitudinal: energy per layer")  # fmt: skip
     radius = 0.5 * (data["r_edges_mm"][:-1] + data["r_edges_mm"][1:])
     right.errorbar(radius, radial_mean, yerr=radial_error, fmt="o-", ms=3, capsize=2)
-    right.set(xlabel="radius r from the shower axis (mm)", ylabel="energy per mm (GeV/mm)",
-              yscale="log", title="radial profile, all layers")  # fmt: skip
+    right.set(
+        xlabel="radius r from the cylinder axis or grid centre (mm)",
+        ylabel="energy per mm (GeV/mm)",
+        yscale="log",
+        title="radial profile, all layers",
+    )
     fig.suptitle(f"{title}\nerror bars: standard error of the mean", fontsize=11)
     return save_figure(fig, Path(png))
