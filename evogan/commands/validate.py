@@ -3,9 +3,10 @@
 GENERATED is a 3DGAN generator file, a gan3d run directory (one shower per reference shower,
 same primary energy and angle) or shower files in any layout the reader reads (another tool's
 output, or Geant4 against Geant4). The selection score of :mod:`evogan.physics.score` is
-printed next to its independent-sample floor; ``score.json``, ``features.png`` and
-``profiles.png`` go to ``--out`` (default ``RUN/validation`` for a run directory, else
-``validation/`` beside GENERATED).
+printed next to its independent-sample floor, and with ``--calochallenge`` (automatic for
+cylindrical detectors) the CaloChallenge metric set of :mod:`evogan.physics.calochallenge`;
+``score.json``, ``features.png``, ``profiles.png`` and ``calochallenge.png`` go to ``--out``
+(default ``RUN/validation`` for a run directory, else ``validation/`` beside GENERATED).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from evogan.commands.options import (
     require_counts,
     require_finite,
 )
+from evogan.commands.validate_calochallenge import add_calochallenge_options
 from evogan.errors import DataError, EvoganError
 
 if TYPE_CHECKING:  # these load only when the command reads and scores data
@@ -63,6 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument("--bins", type=int, default=5, help="equal-count energy bins (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="noise seed (same seed, same showers)")
     parser.add_argument("--batch-size", type=int, default=128, help="showers per generator call")
+    add_calochallenge_options(parser)
     add_read_options(parser, "the REFERENCE files")
     add_precision(parser)
     parser.set_defaults(handler=run)
@@ -84,6 +87,8 @@ class Job:
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--events", "--bins", "--batch-size")
     require_finite(args, "--beta")
+    if args.json and args.format != "text":
+        raise EvoganError(f"--json and --format {args.format} both choose the output; pass one")
     read = read_options(args)
     generated = Path(args.generated)
     out = args.out or _default_out(generated)
@@ -117,13 +122,23 @@ def run(args: argparse.Namespace) -> int:
     for note in job.notes:
         say(f"note: {note}")
     report["floor"] = _floor(reference)
+    from evogan.commands.validate_calochallenge import calochallenge_section
+
+    figures["calochallenge"] = calochallenge_section(job, args, report, view)
     _write(report, figures, out, job)
     if args.json:
         from evogan.store import to_json
 
         print(to_json(report))
+    elif args.format == "calochallenge":
+        from evogan.commands.validate_report import calochallenge_table
+
+        print(calochallenge_table(report, Path(report["generated"]).name))
+        print(f"wrote {', '.join(report['files'])}")
     else:
-        _summary(report, out)
+        from evogan.commands.validate_report import print_summary
+
+        print_summary(report)
     return 0
 
 
@@ -362,31 +377,12 @@ def _write(report: dict, figures: dict, out: Path, job: Job) -> None:
             generated_std=figures["std"],
         )
     )
+    if figures.get("calochallenge") is not None:
+        from evogan.commands.validate_calochallenge import calochallenge_figure
+
+        written.append(calochallenge_figure(figures["calochallenge"], out, figures["label"]))
     report["files"] = [str(p) for p in written]
     atomic_write(out / "score.json", to_json(report, indent=2) + "\n")
-
-
-def _summary(report: dict, out: Path) -> None:
-    floor = report["floor"]
-    metrics = report.get("metrics", {})
-    line = f"score {report['score']:.3f} (floor {floor['score']:.3f} +- {floor['spread']:.3f})"
-    parts = [f"{k} {v['value']:.3g} +- {v['error']:.2g}" for k, v in metrics.items()]
-    print(line)
-    if parts:
-        whose = f"{Path(report['generated']).name}: " if "ensemble" in report else ""
-        print(f"  {whose}" + ", ".join(parts))
-    worst = report.get("worst_features") or []
-    if worst:
-        print(
-            "  worst features: " + ", ".join(f"{w['feature']} {w['separation']:.2f}" for w in worst)
-        )
-    if "ensemble" in report:
-        ens = report["ensemble"]
-        print(
-            f"  ensemble of {ens['members']}: members {ens['score_mean']:.3f} +- "
-            f"{ens['score_std']:.3f}, score = mean + {ens['beta']:g} x std = {ens['score']:.3f}"
-        )
-    print(f"wrote {', '.join(report['files'])}")
 
 
 def _printer(quiet_stdout: bool):
