@@ -295,8 +295,10 @@ def open_dataset(
         if cfg.test_files:
             raise DataError("data.test_files is set but data.files is empty; set data.files too")
         from evogan.data.default import ensure_default_data
+        from evogan.detectors import detector_for
 
-        patterns = [str(ensure_default_data(cfg.synthetic, announce=announce))]
+        detector = detector_for(cfg.detector)
+        patterns = [str(ensure_default_data(cfg.synthetic, detector, announce=announce))]
     options = dict(
         layout=cfg.layout,
         ecal_key=cfg.ecal_key,
