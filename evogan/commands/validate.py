@@ -153,6 +153,7 @@ def _reference(view: ShowerDataset, args: argparse.Namespace) -> tuple[Reference
         chunk = view.read(on_read=task.advance)
         theta = chunk.theta if np.ptp(chunk.theta) > 0 else None
         settings = {"cell_threshold": view.cell_threshold, "bins": args.bins, "seed": args.seed}
+        settings["detector"] = view.detector
         reference = Reference.from_showers(chunk.ecal, chunk.energy, theta=theta, **settings)
     return reference, chunk
 

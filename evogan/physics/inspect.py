@@ -70,6 +70,7 @@ def scan_file(path: str | Path, detector: Detector | None = None, **read: Any) -
     in layers otherwise."""
     source = open_file(path, **read)
     dataset = ShowerDataset.from_files([source])
+    detector = detector or dataset.detector
     energy = dataset.energies()
     edges = energy_edges(float(energy.min()), float(energy.max()))
     depth, unit = depth_centres(dataset.shape[2], detector)

@@ -44,6 +44,7 @@ class Scorer:
             chunk.ecal,
             chunk.energy,
             cell_threshold=test.cell_threshold,
+            detector=test.detector,
             bins=config.fitness.energy_bins,
             seed=SCORE_SEED,
             theta=chunk.theta if config.spec.conditioning.angle else None,

@@ -94,6 +94,7 @@ class TrainingValidation:
                 chunk.ecal,
                 chunk.energy,
                 cell_threshold=held_out.cell_threshold,
+                detector=held_out.detector,
                 bins=bins,
                 seed=seed,
                 theta=self.theta,
