@@ -203,3 +203,13 @@ def test_validate_a_generator_with_the_set_scores_the_showers_it_generated(tmp_p
     report = json.loads(result.stdout)
     assert report["calochallenge"]["events"] == {"generated": 40, "reference": 40}
     assert (out / "calochallenge.png").stat().st_size > 20_000
+
+
+def test_without_classifiers_the_set_is_the_distances_and_separations() -> None:
+    detector = _cylinder()
+    rng = np.random.default_rng(5)
+    ref, gen = _showers(detector, 80, rng), _showers(detector, 80, rng)
+    gen[0][0, 0] = np.nan  # counted as 0, not carried into every metric
+    report = calochallenge_metrics(*gen, *ref, detector, classifiers=False)
+    assert set(report["metrics"]) == {"FPD", "KPD"}
+    assert all(np.isfinite(v["value"]) for v in report["metrics"].values())

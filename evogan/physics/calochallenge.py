@@ -126,7 +126,8 @@ def spectrum_counts(showers_flat: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Sample:
-    """One side of a comparison: flat showers (GeV), incident energies (GeV), features."""
+    """One side of a comparison: flat showers (GeV), incident energies (GeV), features. A
+    non-finite voxel counts as 0, as the community's evaluation scripts replace them."""
 
     showers: np.ndarray
     incident: np.ndarray
