@@ -187,3 +187,29 @@ def test_validate_reports_the_set_on_clic_files(tmp_path: Path) -> None:
     assert (out / "calochallenge.png").stat().st_size > 20_000
     both = evogan(*args, "--format", "calochallenge", "--json")
     assert both.returncode != 0 and "--json and --format calochallenge" in both.stderr
+
+
+def test_validate_a_generator_with_the_set_scores_the_showers_it_generated(tmp_path: Path) -> None:
+    from evogan.data.synthetic import write_synthetic
+    from tests.gan_fixtures import save_tiny_generator
+
+    ref = write_synthetic(tmp_path / "ref.h5", 40, (40.0, 60.0), seed=1)
+    trained_on = {"energy_gev": [40.0, 60.0], "theta_deg": [90.0, 90.0]}
+    generator = save_tiny_generator(tmp_path / "g.h5", seed=1, trained_on=trained_on)
+    out = tmp_path / "out"
+    args = ["validate", str(generator), str(ref), "--bins", "2", "--out", str(out)]
+    result = evogan(*args, "--calochallenge", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["calochallenge"]["events"] == {"generated": 40, "reference": 40}
+    assert (out / "calochallenge.png").stat().st_size > 20_000
+
+
+def test_without_classifiers_the_set_is_the_distances_and_separations() -> None:
+    detector = _cylinder()
+    rng = np.random.default_rng(5)
+    ref, gen = _showers(detector, 80, rng), _showers(detector, 80, rng)
+    gen[0][0, 0] = np.nan  # counted as 0, not carried into every metric
+    report = calochallenge_metrics(*gen, *ref, detector, classifiers=False)
+    assert set(report["metrics"]) == {"FPD", "KPD"}
+    assert all(np.isfinite(v["value"]) for v in report["metrics"].values())

@@ -124,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
     report["floor"] = _floor(reference)
     from evogan.commands.validate_calochallenge import calochallenge_section
 
-    figures["calochallenge"] = calochallenge_section(job, args, report, view)
+    figures["calochallenge"] = calochallenge_section(
+        job.chunk, job.showers, job.models, args, report, view.detector
+    )
     _write(report, figures, out, job)
     if args.json:
         from evogan.store import to_json

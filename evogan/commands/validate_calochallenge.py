@@ -12,55 +12,61 @@ import numpy as np
 from evogan.commands.options import shower_detector
 
 if TYPE_CHECKING:
-    from evogan.commands.validate import Job
-    from evogan.data.reader import ShowerDataset
+    from evogan.data import ShowerChunk
+    from evogan.detectors import Detector
 
 
 def calochallenge_section(
-    job: Job, args: argparse.Namespace, report: dict, view: ShowerDataset
+    reference: ShowerChunk,
+    generated: ShowerChunk | None,
+    models: list,
+    args: argparse.Namespace,
+    report: dict,
+    detector: Detector | None = None,
 ) -> dict | None:
     """The CaloChallenge metric set into ``report`` when asked for (or the detector is a
     cylinder), and the figure data of both samples; None without generated showers in hand (a
-    generator's are made again, same seed, only for the metric set)."""
+    generator's, the first of ``models``, are made again, same seed, only for the metric
+    set). ``detector``: the reference's, as read (else the shipped one of its cell grid)."""
     from evogan.physics.calochallenge import calochallenge_metrics, figure_data
     from evogan.progress import progress
 
-    detector = shower_detector(tuple(view.shape))
+    detector = detector or shower_detector(tuple(np.shape(reference.ecal)[1:]))
     wanted = args.calochallenge or args.format == "calochallenge"
     wanted = wanted or detector.geometry.kind == "cylindrical"
-    if job.showers is not None:
-        gen, gen_energy = job.showers.ecal, job.showers.energy
+    if generated is not None:
+        gen, gen_energy = generated.ecal, generated.energy
     elif wanted:
-        gen, gen_energy = _regenerate(job, args), job.chunk.energy
+        gen, gen_energy = _regenerate(reference, models[0], args), reference.energy
     else:
         return None
     to_flat = detector.geometry.to_flat
-    gen_flat, ref_flat = to_flat(np.asarray(gen)), to_flat(np.asarray(job.chunk.ecal))
+    gen_flat, ref_flat = to_flat(np.asarray(gen)), to_flat(np.asarray(reference.ecal))
     if wanted:
         with progress("CaloChallenge metrics", total=1, unit="sets") as task:
             report["calochallenge"] = calochallenge_metrics(
-                gen_flat, gen_energy, ref_flat, job.chunk.energy, detector, seed=args.seed
+                gen_flat, gen_energy, ref_flat, reference.energy, detector, seed=args.seed
             )
             task.advance(1)
     return {
-        "reference": figure_data(ref_flat, job.chunk.energy, detector),
+        "reference": figure_data(ref_flat, reference.energy, detector),
         "generated": figure_data(gen_flat, gen_energy, detector),
         "title": f"{detector.describe()}: {Path(report['generated']).name} against the reference",
     }
 
 
-def _regenerate(job: Job, args: argparse.Namespace) -> np.ndarray:
+def _regenerate(reference: ShowerChunk, model: tuple, args: argparse.Namespace) -> np.ndarray:
     """The first generator's showers for the reference's conditions, exactly those it was
     scored on (same seed, same noise stream)."""
     import torch
 
     from evogan.gan3d.model.generate import generate_showers
 
-    spec, generator = job.models[0]
-    theta = job.chunk.theta if spec.conditioning.angle else None
+    spec, generator = model
+    theta = reference.theta if spec.conditioning.angle else None
     rng = torch.Generator().manual_seed(args.seed)
     return generate_showers(
-        spec, generator, job.chunk.energy, theta, rng, args.batch_size, precision=args.precision
+        spec, generator, reference.energy, theta, rng, args.batch_size, precision=args.precision
     )
 
 

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from evogan.detectors import Detector
+from evogan.detectors.geometry import CylindricalBinning, Geometry
 from evogan.physics.classifier import NetworkSetup, network_classifier
 from evogan.physics.frechet import fpd_fit
 from evogan.physics.kernel import jetnet_scale, kpd
+from evogan.physics.layered import SUMS, centre_width, cylinder_sums, relevant_layers
 from evogan.physics.resampling import EventWeights, resampled_error
 from evogan.physics.separation import histogram_separation, separation_powers
 
@@ -51,34 +53,42 @@ def high_level_features(
     angle (cylinders) or every layer (Cartesian grids) ``EC_x_{k}``, ``EC_y_{k}`` (centre of
     energy, mm) and ``width_x_{k}``, ``width_y_{k}`` (energy-weighted spread, mm); 0 for an empty
     layer, as in the challenge's ``HighLevelFeatures``."""
-    vmap = detector.geometry.voxel_map
-    energies = np.asarray(showers_flat, dtype=np.float64)
-    layers = np.unique(vmap.layer)
-    positional = [k for k in layers if np.unique(vmap.alpha[vmap.layer == k]).size > 1]
-    onehot = (vmap.layer[:, None] == layers[None, :]).astype(np.float64)
-    moments = [onehot]
-    for coord in (vmap.x_mm, vmap.y_mm):
-        moments += [onehot * coord[:, None], onehot * coord[:, None] ** 2]
-    sums = energies @ np.hstack(moments)  # (N, 5 layers): E, Ex, Ex^2, Ey, Ey^2 per layer
-    e_layer, ex, ex2, ey, ey2 = np.split(sums, 5, axis=1)
-    total = e_layer.sum(axis=1)
-    features = {"Etot_Einc": total / np.asarray(incident_gev, dtype=np.float64).reshape(-1)}
-    for i, k in enumerate(layers):
-        features[f"E_layer_{k}"] = e_layer[:, i]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        filled = e_layer > 0
-        centre_x = np.where(filled, ex / e_layer, 0.0)
-        centre_y = np.where(filled, ey / e_layer, 0.0)
-        spread_x = np.where(filled, ex2 / e_layer - centre_x**2, 0.0)
-        spread_y = np.where(filled, ey2 / e_layer - centre_y**2, 0.0)
-    column = {k: i for i, k in enumerate(layers)}
-    for name, values in (("EC_x", centre_x), ("EC_y", centre_y)):
+    sums = _moment_sums(np.asarray(showers_flat, dtype=np.float64), detector.geometry)
+    filled, positional = relevant_layers(detector.geometry)
+    e_layer = sums[..., 0]
+    features = {
+        "Etot_Einc": e_layer.sum(axis=1) / np.asarray(incident_gev, dtype=np.float64).reshape(-1)
+    }
+    for k in filled:
+        features[f"E_layer_{k}"] = e_layer[:, k]
+    moments = {"x": 1, "y": 3}
+    centres, widths = {}, {}
+    for axis, column in moments.items():
+        centres[axis], widths[axis] = centre_width(
+            sums[..., column], sums[..., column + 1], e_layer
+        )
+    for name, values in (("EC_x", centres["x"]), ("EC_y", centres["y"])):
         for k in positional:
-            features[f"{name}_{k}"] = values[:, column[k]]
-    for name, values in (("width_x", spread_x), ("width_y", spread_y)):
+            features[f"{name}_{k}"] = values[:, k]
+    for name, values in (("width_x", widths["x"]), ("width_y", widths["y"])):
         for k in positional:
-            features[f"{name}_{k}"] = np.sqrt(np.clip(values[:, column[k]], 0.0, None))
+            features[f"{name}_{k}"] = values[:, k]
     return features
+
+
+def _moment_sums(flat: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """Per-layer moment sums (n, layers, 6) of flat showers in either geometry."""
+    if isinstance(geometry, CylindricalBinning):
+        return cylinder_sums(flat, geometry)
+    vmap = geometry.voxel_map
+    onehot = (vmap.layer[:, None] == np.arange(geometry.layers)[None, :]).astype(np.float64)
+    weights = [onehot]
+    for coord in (vmap.x_mm, vmap.y_mm):
+        weights += [onehot * coord[:, None], onehot * coord[:, None] ** 2]
+    out = np.empty((len(flat), geometry.layers, SUMS))
+    out[..., :5] = (flat @ np.hstack(weights)).reshape(len(flat), 5, geometry.layers).swapaxes(1, 2)
+    out[..., 5] = (flat > 0).astype(np.float64) @ onehot
+    return out
 
 
 def classifier_inputs_low(showers_flat: np.ndarray, incident_gev: np.ndarray) -> np.ndarray:
@@ -126,7 +136,8 @@ def spectrum_counts(showers_flat: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Sample:
-    """One side of a comparison: flat showers (GeV), incident energies (GeV), features."""
+    """One side of a comparison: flat showers (GeV), incident energies (GeV), features. A
+    non-finite voxel counts as 0, as the community's evaluation scripts replace them."""
 
     showers: np.ndarray
     incident: np.ndarray
