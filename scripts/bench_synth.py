@@ -24,7 +24,7 @@ import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from evogan.data import detector  # noqa: E402
+from evogan.detectors import detector_for  # noqa: E402
 from evogan.data.synthetic import generate_showers, synthesize, write_synthetic  # noqa: E402
 from evogan.data.synthetic.checks import check_showers  # noqa: E402
 from evogan.data.writer import ShowerWriter  # noqa: E402
@@ -71,7 +71,7 @@ def throughput(events: int, seed: int) -> None:
 
 def physics(per_energy: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    centres = detector.layer_centres_x0()
+    centres = detector_for("clic-ecal").materials.layer_centres_x0()
     print(
         f"{'E GeV':>6}{'SF':>9}{'ref':>8}{'ratio':>7}{'T X0':>7}{'ref':>6}"
         f"{'sigma/E':>9}{'.11/vE':>8}{'empty':>8}{'hits':>7}"
@@ -126,7 +126,7 @@ def codecs(events: int, seed: int) -> None:
             start = time.process_time()
             with ShowerWriter(
                 path,
-                detector.SHAPE,
+                detector_for("clic-ecal").grid_shape,
                 compression=compression,
                 compression_opts=level,
                 shuffle=shuffle,

@@ -161,7 +161,9 @@ def test_a_conditional_discriminator_judges_a_shower_against_its_energy() -> Non
 def test_the_width_term_measures_the_validation_width_and_pulls_the_generator() -> None:
     """``transverse_width`` is the validation's width (mm / cell size) and differentiable; with
     ``loss_weights.width`` on, the generator's loss gains the batch-mean width gap."""
-    from evogan.data.detector import CELL_MM
+    from evogan.detectors import detector_for
+
+    CELL_MM = detector_for("clic-ecal").geometry.cell_mm
     from evogan.gan3d.model.losses import transverse_width
     from evogan.physics.features import shower_features
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evogan.data import detector as det
+from evogan.detectors import detector_for
 from evogan.data.synthetic import generate_showers
 from evogan.physics.classifier import auc, average_ranks, classifier_auc
 from evogan.physics.features import shower_features
@@ -188,8 +188,10 @@ def test_features_of_a_known_shower() -> None:
     table = shower_features(ecal, np.array([50.0, 50.0, 50.0]))
     s = {k: v[0] for k, v in table.scalars.items()}
     assert s["energy_ratio"] == pytest.approx(0.02)
-    assert s["centre_x_mm"] == pytest.approx(1 * det.CELL_MM)  # relative to the window centre
-    assert s["width_x_mm"] == pytest.approx(1 * det.CELL_MM)
+    assert s["centre_x_mm"] == pytest.approx(
+        1 * detector_for("clic-ecal").geometry.cell_mm
+    )  # relative to the window centre
+    assert s["width_x_mm"] == pytest.approx(1 * detector_for("clic-ecal").geometry.cell_mm)
     assert s["centre_y_mm"] == 0 and s["width_y_mm"] == 0
     assert s["centre_z_layer"] == 3 and s["centre_z_x0"] == pytest.approx(3.5 * 2.4 / 3.504)
     assert s["hits"] == 2 and s["sparsity"] == pytest.approx(1 - 2 / (51 * 51 * 25))

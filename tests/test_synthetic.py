@@ -7,12 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from evogan.data import detector
+from evogan.detectors import detector_for
 from evogan.data.synthetic import BLOCK_EVENTS, generate_showers, synthesize
 from evogan.errors import EvoganError
 from evogan.physics import observables as obs
 
 REFERENCE_SF = {10.0: 0.0220, 100.0: 0.0202, 400.0: 0.0184}
+
+CLIC = detector_for("clic-ecal")
 
 
 def _showers(energy: float, n: int, seed: int) -> np.ndarray:
@@ -20,12 +22,12 @@ def _showers(energy: float, n: int, seed: int) -> np.ndarray:
 
 
 def test_detector_geometry() -> None:
-    edges = detector.layer_edges_x0()
+    edges = CLIC.materials.layer_edges_x0()
     assert edges.shape == (26,)
     assert edges[17] == pytest.approx(17 * 2.4 / 3.504)
     assert edges[-1] == pytest.approx((17 * 2.4 + 8 * 4.8) / 3.504)  # about 22.6 X0
     assert np.allclose(np.diff(edges)[17:], 2 * np.diff(edges)[0])
-    centres = detector.layer_centres_x0()
+    centres = CLIC.materials.layer_centres_x0()
     assert np.all((centres > edges[:-1]) & (centres < edges[1:]))
 
 
@@ -46,7 +48,7 @@ def test_sampling_fraction_falls_with_energy() -> None:
 
 def test_shower_maximum_deepens_linearly_in_log_energy() -> None:
     energies = np.array([5.0, 20.0, 100.0, 400.0])
-    centres = detector.layer_centres_x0()
+    centres = CLIC.materials.layer_centres_x0()
     depth = np.array(
         [np.nanmean(obs.shower_max_depth_x0(_showers(e, 150, seed=11), centres)) for e in energies]
     )

@@ -1,10 +1,9 @@
 """Calorimeter showers in and out: public 3DGAN and CaloChallenge HDF5 layouts, the synthetic
 generator, transforms.
 
-Modules: ``detector`` (CLIC ECAL geometry), ``synthetic`` (GFLASH-style showers in any
-detector), ``writer``
-(atomic HDF5 output in the detector's own layout), ``layouts`` (detection of the layouts),
-``file_detector`` (a file's detector against ``data.detector``, unit plausibility), ``cells``
+Modules: ``synthetic`` (GFLASH-style showers in any detector, :mod:`evogan.detectors`),
+``writer`` (atomic HDF5 output in the detector's own layout), ``layouts`` (detection of the
+layouts), ``file_detector`` (a file's detector against ``data.detector``, unit plausibility), ``cells``
 (the cell threshold, one rule for files and scores), ``hdf5`` (checked, chunk-aligned reads of
 one file), ``reader`` (lazy datasets, per-rank shards, train/test splits), ``transforms`` (2D
 projection, cell scaling, regressor arrays), ``projections`` (the regressor's projections kept

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # object API: Agg rendering, no pyplot state
 
-from evogan.data import detector as det
+from evogan.detectors import detector_for
 from evogan.physics.features import (
     PROFILE_UNITS,
     PROFILES,
@@ -38,6 +38,9 @@ MOMENTS = (
     ("width_z_x0", "depth width (X0)"),
     ("width_x_mm", "x width (mm)"),
 )
+
+PAD_MM = detector_for("clic-ecal").geometry.cell_mm
+"""Pad pitch of the x and y profiles, which only the CLIC ECAL's Cartesian tables hold."""
 
 
 def summary_line(score: float, floor: dict | None) -> str:
@@ -192,7 +195,7 @@ def profiles_figure(
         if axis == "z":
             x, xlabel = np.arange(size), "layer"
         else:
-            x, xlabel = (np.arange(size) - 0.5 * (size - 1)) * det.CELL_MM, PROFILE_UNITS[axis]
+            x, xlabel = (np.arange(size) - 0.5 * (size - 1)) * PAD_MM, PROFILE_UNITS[axis]
         _curves(ax, x, key, reference, generated, generated_std, label, log=True)
         _decorate(ax, xlabel, "energy fraction per slice (unit area)", log=True)
         if axis == "z":
