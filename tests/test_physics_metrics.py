@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from evogan.detectors import detector_for
 from evogan.data.synthetic import generate_showers
+from evogan.detectors import detector_for
 from evogan.physics.classifier import auc, average_ranks, classifier_auc
 from evogan.physics.features import shower_features
 from evogan.physics.frechet import fpd, frechet_distance

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from evogan.detectors import detector_for
 from evogan.data.synthetic import BLOCK_EVENTS, generate_showers, synthesize
+from evogan.detectors import detector_for
 from evogan.errors import EvoganError
 from evogan.physics import observables as obs
 

@@ -3,11 +3,12 @@ generator, transforms.
 
 Modules: ``synthetic`` (GFLASH-style showers in any detector, :mod:`evogan.detectors`),
 ``writer`` (atomic HDF5 output in the detector's own layout), ``layouts`` (detection of the
-layouts), ``file_detector`` (a file's detector against ``data.detector``, unit plausibility), ``cells``
-(the cell threshold, one rule for files and scores), ``hdf5`` (checked, chunk-aligned reads of
-one file), ``reader`` (lazy datasets, per-rank shards, train/test splits), ``transforms`` (2D
-projection, cell scaling, regressor arrays), ``projections`` (the regressor's projections kept
-in the cache), ``default`` (the cached synthetic set used when a config names no files).
+layouts), ``file_detector`` (a file's detector against ``data.detector``, unit plausibility),
+``cells`` (the cell threshold, one rule for files and scores), ``hdf5`` (checked,
+chunk-aligned reads of one file), ``reader`` (lazy datasets, per-rank shards, train/test
+splits), ``transforms`` (2D projection, cell scaling, regressor arrays), ``projections`` (the
+regressor's projections kept in the cache), ``default`` (the cached synthetic set used when a
+config names no files).
 """
 
 from evogan.data.hdf5 import ShowerChunk
