@@ -21,9 +21,9 @@ from evogan.physics.calochallenge import (
     feature_family,
     figure_data,
     high_level_features,
-    layer_profiles,
 )
 from evogan.physics.classifier import NetworkSetup, isotonic_calibration
+from evogan.physics.profiles import layer_profiles
 from evogan.plots.calochallenge import plot_calochallenge, plot_detector_profiles
 from tests.conftest import evogan
 

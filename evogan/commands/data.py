@@ -113,7 +113,12 @@ def _inspect(args: argparse.Namespace) -> int:
     detector = scan.dataset.detector
     named = detector.describe() if detector else "none recorded or shipped with these cells"
     report = {"detector": detector.name if detector else None, **summarise(scan)}
-    if args.plot is not None:
+    if args.plot is not None and scan.detector_profiles is not None:
+        from evogan.plots.calochallenge import plot_detector_profiles
+
+        title = f"{args.file.name}: {named}, {len(scan.dataset)} showers"
+        plot_detector_profiles(scan.detector_profiles, args.plot, title=title)
+    elif args.plot is not None:
         from evogan.plots.data import plot_inspection
 
         plot_inspection(scan, args.plot)

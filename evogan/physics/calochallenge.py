@@ -31,6 +31,7 @@ from evogan.physics.classifier import NetworkSetup, network_classifier
 from evogan.physics.frechet import fpd_fit
 from evogan.physics.kernel import jetnet_scale, kpd
 from evogan.physics.layered import SUMS, centre_width, cylinder_sums, relevant_layers
+from evogan.physics.profiles import layer_profiles
 from evogan.physics.resampling import EventWeights, resampled_error
 from evogan.physics.separation import histogram_separation, separation_powers
 
@@ -39,8 +40,6 @@ MEV_PER_GEV = 1e3
 POSITION_UNIT_MM = 100.0  # the challenge divides centres and widths (mm) by 100
 SPECTRUM_BINS = 40
 SPECTRUM = "voxel_energy"
-MAX_RINGS = 60
-RADIAL_BINS = 20
 DEFAULT_SETUP = NetworkSetup()
 METRICS = ("AUC_low", "JSD_low", "AUC_high", "JSD_high", "FPD", "KPD")
 
@@ -268,33 +267,6 @@ def calochallenge_metrics(
         "events": {"generated": len(generated.incident), "reference": len(reference.incident)},
         "floor_events": half,
         **result,
-    }
-
-
-def layer_profiles(showers_flat: np.ndarray, detector: Detector) -> dict[str, np.ndarray]:
-    """Mean energy per layer and the mean radial profile (energy per mm of radius, summed over
-    layers), each with its standard error of the mean: what ``data inspect`` and ``validate
-    --out`` draw for any detector. The radial bins are the detector's own rings where it has at
-    most ``MAX_RINGS`` distinct voxel radii (a cylinder), else ``RADIAL_BINS`` equal bins."""
-    vmap = detector.geometry.voxel_map
-    showers = np.asarray(showers_flat, dtype=np.float64)
-    per_layer = showers @ (vmap.layer[:, None] == np.arange(vmap.layers)[None, :])
-    radii = np.unique(vmap.r_mm)
-    if 1 < radii.size <= MAX_RINGS:
-        middle = 0.5 * (radii[:-1] + radii[1:])
-        edges = np.concatenate([[0.0], middle, [2 * radii[-1] - middle[-1]]])
-    else:
-        edges = np.linspace(0.0, float(radii.max()) * 1.05 + 1e-9, RADIAL_BINS + 1)
-    ring = np.clip(np.searchsorted(edges, vmap.r_mm, side="right") - 1, 0, len(edges) - 2)
-    onehot = (ring[:, None] == np.arange(len(edges) - 1)[None, :]).astype(np.float64)
-    radial = showers @ onehot / np.diff(edges)
-    sqrt_n = np.sqrt(max(len(showers), 1))
-    return {
-        "layer_mean": per_layer.mean(axis=0),
-        "layer_error": per_layer.std(axis=0) / sqrt_n,
-        "r_edges_mm": edges,
-        "radial_mean": radial.mean(axis=0),
-        "radial_error": radial.std(axis=0) / sqrt_n,
     }
 
 

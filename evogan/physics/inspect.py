@@ -20,6 +20,7 @@ from evogan.data.reader import ShowerDataset, open_file
 from evogan.detectors import Detector
 from evogan.physics import observables as obs
 from evogan.physics.features import depth_centres
+from evogan.physics.profiles import ProfileSums
 from evogan.progress import progress
 
 REFERENCE_EDGES_GEV = (2.0, 10.0, 50.0, 100.0, 200.0, 300.0, 400.0, 500.0)
@@ -51,6 +52,7 @@ class Scan:
     profiles: dict[str, np.ndarray] = field(default_factory=dict)  # axis -> (bins, size) means
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0))
     depth_unit: str = "x0"  # of ``shower_max``: "x0" (the detector's layers) or "layer"
+    detector_profiles: dict[str, np.ndarray] | None = None  # a cylinder's layer/radial profiles
 
 
 def energy_edges(energy_min: float, energy_max: float) -> np.ndarray:
@@ -71,26 +73,37 @@ def scan_file(path: str | Path, detector: Detector | None = None, **read: Any) -
     source = open_file(path, **read)
     dataset = ShowerDataset.from_files([source])
     detector = detector or dataset.detector
+    cylinder = detector is not None and detector.geometry.kind == "cylindrical"
     energy = dataset.energies()
     edges = energy_edges(float(energy.min()), float(energy.max()))
-    depth, unit = depth_centres(dataset.shape[2], detector)
+    layers = detector.layers if cylinder else dataset.shape[2]
+    depth, unit = depth_centres(layers, detector)
     if unit == "layer":
         depth = depth + 0.5
     nbins = len(edges) - 1
-    sums = {axis: np.zeros((nbins, n)) for axis, n in zip("xyz", dataset.shape, strict=True)}
+    shape = (1, 1, layers) if cylinder else dataset.shape
+    sums = {axis: np.zeros((nbins, n)) for axis, n in zip("xyz", shape, strict=True)}
     parts: dict[str, list[np.ndarray]] = {"sf": [], "max": [], "empty": []}
+    detector_sums = ProfileSums(detector) if cylinder else None
     with progress("inspect", total=len(dataset), unit="events") as task:
         for chunk in dataset.iter_chunks(INSPECT_CHUNK_EVENTS):
-            parts["sf"].append(obs.sampling_fraction(chunk.ecal, chunk.energy))
-            parts["max"].append(obs.shower_max_depth_x0(chunk.ecal, depth))
-            parts["empty"].append(obs.empty_cell_fraction(chunk.ecal))
+            cells = chunk.ecal
+            parts["empty"].append(obs.empty_cell_fraction(cells.reshape(len(cells), -1, 1, 1)))
+            if detector_sums is not None:  # per-layer sums stand in for the cells
+                flat = cells if cells.ndim == 2 else detector.geometry.to_flat(cells)
+                detector_sums.add(flat)
+                cells = (flat @ detector_sums.layer)[:, None, None, :]
+            parts["sf"].append(obs.sampling_fraction(cells, chunk.energy))
+            parts["max"].append(obs.shower_max_depth_x0(cells, depth))
             bins = _bin_of(chunk.energy, edges)
             for axis in "xyz":
-                np.add.at(sums[axis], bins, obs.profile(chunk.ecal, axis))
+                np.add.at(sums[axis], bins, obs.profile(cells, axis))
             task.advance(len(chunk.energy))
     counts = np.bincount(_bin_of(energy, edges), minlength=nbins)
     with np.errstate(divide="ignore", invalid="ignore"):
         profiles = {axis: s / counts[:, None] for axis, s in sums.items()}
+    if detector_sums is not None:
+        profiles = {"z": profiles["z"]}
     return Scan(
         source,
         dataset,
@@ -102,6 +115,7 @@ def scan_file(path: str | Path, detector: Detector | None = None, **read: Any) -
         profiles,
         counts,
         unit,
+        detector_sums.result() if detector_sums is not None else None,
     )
 
 
@@ -126,6 +140,7 @@ def summarise(scan: Scan) -> dict[str, Any]:
         "shower_max": _binned(scan.shower_max, scan.energy, scan.edges),
         "shower_max_unit": "X0" if scan.depth_unit == "x0" else "layers",
         "empty_cell_fraction": float(scan.empty_fraction.mean()),
+        "nominal_sampling_fraction": _nominal(scan.dataset.detector),
         "made_by": made_by(scan.source.path),
     }
 
@@ -163,13 +178,18 @@ def format_report(report: dict[str, Any]) -> str:
         f"{'energy bin (GeV)':>18}  {'events':>7}  {'sampling fraction':>19}  "
         f"{'ref':>6}  {'shower max (' + report.get('shower_max_unit', 'X0') + ')':>16}",
     ]
+    nominal = report.get("nominal_sampling_fraction")
     for sf, smax in zip(report["sampling_fraction"], report["shower_max"], strict=True):
         span = f"{sf['energy_lo']:.1f} - {sf['energy_hi']:.1f}"
-        ref = reference_sampling_fraction(0.5 * (sf["energy_lo"] + sf["energy_hi"]))
+        ref = nominal or reference_sampling_fraction(0.5 * (sf["energy_lo"] + sf["energy_hi"]))
         lines.append(
             f"{span:>18}  {sf['count']:>7}  {_pm(sf, 4):>19}  {ref:>6.4f}  {_pm(smax, 2):>16}"
         )
-    lines.append("(ref: Geant4 sampling fraction at the bin centre, interpolated)")
+    lines.append(
+        "(ref: the detector's nominal sampling fraction, docs/physics.md section 7)"
+        if nominal
+        else "(ref: Geant4 sampling fraction at the bin centre, interpolated)"
+    )
     return "\n".join(lines)
 
 
@@ -182,6 +202,14 @@ def _made_by_lines(made: dict[str, Any] | None) -> list[str]:
     if "conditions_from" in made:
         lines.append(f"conditions from   {', '.join(made['conditions_from'])}")
     return lines
+
+
+def _nominal(detector: Detector | None) -> float | None:
+    """The sampling fraction a file's showers are compared with where it is not the CLIC
+    ECAL's Geant4 table (which depends on energy): the detector's nominal value."""
+    if detector is None or detector.name.startswith("clic-ecal"):
+        return None
+    return detector.materials.sampling_fraction
 
 
 def reference_sampling_fraction(energy: float) -> float:

@@ -158,8 +158,8 @@ def _ratio(ax: Axes, x, gen_y, gen_e, ref_y, ref_e, colour: str) -> None:
 
 
 def plot_detector_profiles(data: dict[str, np.ndarray], png: str | Path, *, title: str) -> Path:
-    """Mean energy per layer and the radial profile of one sample (``layer_profiles``'s dict),
-    with standard errors of the mean: the shape of showers in a detector at a glance."""
+    """Mean energy per layer and the radial profile of one sample (the dict of
+    :func:`evogan.physics.profiles.layer_profiles`), with standard errors of the mean: the shape of showers in a detector at a glance."""
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     layers = np.arange(len(data["layer_mean"]))
@@ -174,7 +174,12 @@ def plot_detector_profiles(data: dict[str, np.ndarray], png: str | Path, *, titl
         xlabel="radius r from the cylinder axis or grid centre (mm)",
         ylabel="energy per mm (GeV/mm)",
         yscale="log",
-        title="radial profile, all layers",
+        title="radial profile, "
+        + (
+            "all layers"
+            if int(data.get("radial_layer", -1)) < 0
+            else f"layer {data['radial_layer']}"
+        ),
     )
     fig.suptitle(f"{title}\nerror bars: standard error of the mean", fontsize=11)
     return save_figure(fig, Path(png))
