@@ -159,7 +159,8 @@ def _ratio(ax: Axes, x, gen_y, gen_e, ref_y, ref_e, colour: str) -> None:
 
 def plot_detector_profiles(data: dict[str, np.ndarray], png: str | Path, *, title: str) -> Path:
     """Mean energy per layer and the radial profile of one sample (the dict of
-    :func:`evogan.physics.profiles.layer_profiles`), with standard errors of the mean: the shape of showers in a detector at a glance."""
+    :func:`evogan.physics.profiles.layer_profiles`), with standard errors of the mean: the
+    shape of showers in a detector at a glance."""
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     layers = np.arange(len(data["layer_mean"]))
