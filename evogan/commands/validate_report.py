@@ -123,4 +123,4 @@ def calochallenge_table(report: dict, label: str) -> str:
 
 def _cell(entry: dict, factor: float) -> str:
     value, error = entry["value"] * factor, entry["error"] * factor
-    return f"{value:.3g} ± {error:.2g}".rjust(CELL_WIDTH)
+    return f" {value:.3g} ± {error:.2g}".rjust(CELL_WIDTH)  # apart even when wider than the cell

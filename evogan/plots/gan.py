@@ -21,7 +21,6 @@ from evogan.detectors import detector_for
 from evogan.physics.features import (
     PROFILE_UNITS,
     PROFILES,
-    SPECTRUM_EDGES,
     UNITS,
     FeatureTable,
     depth_centres,
@@ -95,9 +94,10 @@ def features_figure(
             xlabel = f"{name} ({UNITS.get(name, '')})"
             ylabel = "fraction of events"
         else:
-            edges = SPECTRUM_EDGES
+            edges = reference.spectrum_edges
             ref_h, gen_h = reference.spectrum.sum(axis=0), generated.spectrum.sum(axis=0)
-            xlabel, ylabel = "log10(cell energy / GeV)", "fraction of cells > 3e-4 GeV"
+            lowest = 10 ** edges[0]
+            xlabel, ylabel = "log10(cell energy / GeV)", f"fraction of cells > {lowest:.0e} GeV"
         _hist_pair(top, bottom, edges, ref_h, gen_h, label)
         top.set_ylabel(ylabel)
         bottom.set_xlabel(xlabel)
@@ -189,8 +189,13 @@ def profiles_figure(
     plus ``<name>_error`` entries (standard errors) where known."""
     fig = Figure(figsize=(17, 8), layout="constrained")
     axes = fig.subplots(2, 4)
+    if "profile_x" not in reference:  # a cylinder: its transverse shapes are in calochallenge.png
+        for ax in axes[0, :2]:
+            ax.set_visible(False)
     for ax, axis in zip(axes[0, :3], PROFILES, strict=True):
         key = f"profile_{axis}"
+        if key not in reference:
+            continue
         size = len(reference[key])
         if axis == "z":
             x, xlabel = np.arange(size), "layer"
@@ -198,7 +203,7 @@ def profiles_figure(
             x, xlabel = (np.arange(size) - 0.5 * (size - 1)) * PAD_MM, PROFILE_UNITS[axis]
         _curves(ax, x, key, reference, generated, generated_std, label, log=True)
         _decorate(ax, xlabel, "energy fraction per slice (unit area)", log=True)
-        if axis == "z":
+        if axis == "z" and "profile_x" in reference:
             _x0_axis(ax, size)
     centres = 0.5 * (energy_edges[:-1] + energy_edges[1:])
     for ax, (name, ylabel) in zip([axes[0, 3], *axes[1, :3]], MOMENTS, strict=True):
