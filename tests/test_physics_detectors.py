@@ -52,7 +52,15 @@ def _area(detector: Detector) -> np.ndarray:
     return np.concatenate(areas)
 
 
-@pytest.fixture(scope="module", params=["calochallenge-2", "calochallenge-1-photons"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "calochallenge-2",
+        "calochallenge-3",
+        "calochallenge-1-photons",
+        "calochallenge-1-pions",
+    ],
+)
 def world(request: pytest.FixtureRequest) -> dict:
     detector = detector_for(request.param)
     ref, ref_energy = model_showers(detector, EVENTS, 1)

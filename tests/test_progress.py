@@ -28,12 +28,14 @@ def test_format_seconds_reads_at_a_glance() -> None:
     assert format_seconds(float("nan")) == "?"
 
 
-def test_task_counts_and_estimates_from_its_rate() -> None:
+def test_task_counts_and_estimates_from_its_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]  # a clock that moves only when told: the rate is exact on a busy machine
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     task = Task("validate", total=100, unit="events", stream=None)
     task.advance(10)
     task.advance(15, note="score 0.41")
     assert task.completed == 25
-    task.started = time.monotonic() - 10.0  # 25 events in 10 s
+    clock[0] += 10.0  # 25 events in 10 s
     assert task.rate == pytest.approx(2.5, rel=1e-3)
     assert task.eta() == pytest.approx(30.0, rel=1e-3)
     assert task.line() == "validate: 25/100 events (25%), 2.5 events/s, ETA 30s, score 0.41"
@@ -42,15 +44,17 @@ def test_task_counts_and_estimates_from_its_rate() -> None:
     assert "(100%)" in task.line() and "ETA 0s" in task.line()
 
 
-def test_a_warm_up_unit_is_left_out_of_the_rate_and_eta() -> None:
+def test_a_warm_up_unit_is_left_out_of_the_rate_and_eta(monkeypatch: pytest.MonkeyPatch) -> None:
     """A training's first step compiles: its minute must not turn a 2-minute ETA into hours."""
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     task = Task("train", total=300, unit="steps", stream=None, warmup=1)
-    task.started = time.monotonic() - 50.0  # the first step took 50 s
+    clock[0] += 50.0  # the first step took 50 s
     task.advance(1)
     assert task.rate != task.rate and task.eta() == float("inf")
     assert task.line() == "train: 1/300 steps (0%), ? steps/s, ETA ?"
+    clock[0] += 4.0  # 20 steps in the 4 s after the first
     task.advance(20)
-    task._warm = (time.monotonic() - 4.0, 1.0)  # 20 steps in the 4 s after the first
     assert task.rate == pytest.approx(5.0, rel=1e-3)
     assert task.eta() == pytest.approx(279 / 5.0, rel=1e-3)
     assert task.line() == "train: 21/300 steps (7%), 5 steps/s, ETA 56s"

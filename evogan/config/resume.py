@@ -4,6 +4,7 @@ seed or algorithm, so a resumed run stays the continuation of the run it resumes
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def load_run_config(run: Path, overrides: list[str]) -> BaseModel:
     task = str(stored.get("task", "regressor"))
     check_resume_overrides(task, overrides)
     model = task_config(task)
-    config = validate(model, apply_overrides(stored, overrides), source=str(path))
+    config = validate(model, apply_overrides(copy.deepcopy(stored), overrides), source=str(path))
     if task == "gan3d":
         _check_decay_length(validate(model, stored, source=str(path)).trainer, config.trainer)
     return config

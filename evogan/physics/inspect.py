@@ -65,14 +65,14 @@ def energy_edges(energy_min: float, energy_max: float) -> np.ndarray:
     return np.linspace(energy_min, energy_max, FALLBACK_BINS + 1)
 
 
-def scan_file(path: str | Path, detector: Detector | None = None, **read: Any) -> Scan:
+def scan_file(path: str | Path, **read: Any) -> Scan:
     """Stream ``path`` once and collect everything the report and the figures need; ``read``
-    are :func:`~evogan.data.reader.open_file`'s layout settings. Shower maxima are in X0 of the
-    ``detector``'s absorber (the CLIC ECAL where none is given) when the file has its layers,
-    in layers otherwise."""
+    are :func:`~evogan.data.reader.open_file`'s settings (``detector`` among them). Shower
+    maxima are in X0 of the file's detector's absorber (the CLIC ECAL's where the file names
+    none) when the file has its layers, in layers otherwise."""
     source = open_file(path, **read)
     dataset = ShowerDataset.from_files([source])
-    detector = detector or dataset.detector
+    detector = dataset.detector
     cylinder = detector is not None and detector.geometry.kind == "cylindrical"
     energy = dataset.energies()
     edges = energy_edges(float(energy.min()), float(energy.max()))
