@@ -25,10 +25,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from evogan.data.synthetic import generate_showers, synthesize, write_synthetic  # noqa: E402
-from evogan.data.synthetic.checks import check_showers  # noqa: E402
 from evogan.data.writer import ShowerWriter  # noqa: E402
 from evogan.detectors import detector_for  # noqa: E402
 from evogan.physics import observables as obs  # noqa: E402
+from evogan.physics.synthetic_checks import check_showers  # noqa: E402
 
 TARGET = 500.0
 REFERENCE_SF = {

@@ -13,10 +13,10 @@ import pytest
 from evogan.config.data import SyntheticConfig
 from evogan.data.default import default_data_path
 from evogan.data.synthetic import BLOCK_EVENTS, generate_showers, synthesize
-from evogan.data.synthetic.checks import check_showers
 from evogan.data.synthetic.deposit import deposit, layer_and_visible
 from evogan.detectors import CylindricalBinning, Detector, LayerBins, Materials, detector_for
 from evogan.detectors.shipped import TUNGSTEN
+from evogan.physics.synthetic_checks import check_showers
 
 DS2 = detector_for("calochallenge-2")
 

@@ -93,22 +93,7 @@ def shower_max_depth_x0(ecal: np.ndarray, layer_centres: np.ndarray) -> np.ndarr
         raise ValueError(
             f"layer_centres must have one depth per layer ({prof.shape[1]}), got {centres.shape}"
         )
-    layers = prof.shape[1]
-    peak = prof.argmax(axis=1)
-    depth = centres[peak].copy()
-    inner = (peak > 0) & (peak < layers - 1)
-    rows = np.flatnonzero(inner)
-    if rows.size:
-        i = peak[rows]
-        x0, x1, x2 = centres[i - 1], centres[i], centres[i + 1]
-        y0, y1, y2 = prof[rows, i - 1], prof[rows, i], prof[rows, i + 1]
-        # Vertex of the Lagrange parabola through three points.
-        num = (x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)
-        den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            vertex = x1 - 0.5 * num / den
-        vertex = np.where(np.isfinite(vertex), vertex, x1)
-        depth[rows] = np.clip(vertex, x0, x2)
+    depth = peak_depth(prof, centres)
     depth[prof.max(axis=1) <= 0] = np.nan
     return depth
 
@@ -131,6 +116,27 @@ def hit_count(ecal: np.ndarray, threshold: float = 3e-4) -> np.ndarray:
     """Number of cells above ``threshold`` GeV per event."""
     ecal = _batch(ecal)
     return (ecal.reshape(len(ecal), -1) > threshold).sum(axis=1)
+
+
+def peak_depth(profile: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Per row of ``profile`` (n, layers), the vertex of the parabola through its largest layer
+    and that layer's two neighbours, at ``centres`` (exact for uneven spacing), clipped to the
+    neighbours' centres; a first or last layer gives its own centre."""
+    layers = profile.shape[1]
+    peak = profile.argmax(axis=1)
+    depth = centres[peak].astype(np.float64)
+    rows = np.flatnonzero((peak > 0) & (peak < layers - 1))
+    if rows.size:
+        i = peak[rows]
+        x0, x1, x2 = centres[i - 1], centres[i], centres[i + 1]
+        y0, y1, y2 = profile[rows, i - 1], profile[rows, i], profile[rows, i + 1]
+        # Vertex of the Lagrange parabola through three points.
+        num = (x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)
+        den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            vertex = x1 - 0.5 * num / den
+        depth[rows] = np.clip(np.where(np.isfinite(vertex), vertex, x1), x0, x2)
+    return depth
 
 
 def empty_cell_fraction(ecal: np.ndarray) -> np.ndarray:

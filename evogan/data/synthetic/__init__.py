@@ -3,7 +3,8 @@
 Modules: ``spots`` (the GFLASH model in X0 and Moliere radii: spot counts, longitudinal shape,
 radial distance), ``deposit`` (sampling per layer and summing spots into a detector's cells,
 Cartesian or cylindrical), ``showers`` (batches of showers, the seeded block stream and the
-file writer), ``checks`` (the physics a synthetic set is checked against, per detector).
+file writer). The physics a synthetic set is checked against, per detector, is
+:mod:`evogan.physics.synthetic_checks`.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import numpy as np
 
 from evogan.data.synthetic.deposit import layer_and_visible
 from evogan.detectors.detector import Detector
+from evogan.physics.observables import peak_depth
 
 ELECTRON_T_OFFSET = 0.858  # GFLASH: <T_hom> = ln(E / Ec) - 0.858 for electrons
 MAX_LAYER_X0 = 1.5  # thicker layers around the maximum leave its depth unmeasured
@@ -64,19 +65,7 @@ def t_max_x0(flat: np.ndarray, detector: Detector) -> np.ndarray:
     """Per shower, the depth in X0 of the vertex of the parabola through the densest layer and
     its two neighbours (clipped to their centres; a first or last layer gives its centre)."""
     density = layer_density(flat, detector)
-    centres = detector.materials.layer_centres_x0()
-    peak = density.argmax(axis=1)
-    depth = centres[peak].copy()
-    rows = np.flatnonzero((peak > 0) & (peak < detector.layers - 1))
-    i = peak[rows]
-    x0, x1, x2 = centres[i - 1], centres[i], centres[i + 1]
-    y0, y1, y2 = density[rows, i - 1], density[rows, i], density[rows, i + 1]
-    num = (x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)
-    den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        vertex = x1 - 0.5 * num / den
-    depth[rows] = np.clip(np.where(np.isfinite(vertex), vertex, x1), x0, x2)
-    return depth
+    return peak_depth(density, detector.materials.layer_centres_x0())
 
 
 def containment(flat: np.ndarray, detector: Detector, radii_rm: float) -> np.ndarray:
