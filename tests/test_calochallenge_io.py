@@ -289,3 +289,14 @@ def test_cli_synth_refuses_an_unknown_detector_and_writes_nothing(tmp_path):
     assert "unknown detector 'nope'" in result.stderr and "calochallenge-2" in result.stderr
     assert result.stderr.strip().count("\n") == 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_validate_refuses_showers_of_another_detector(tmp_path):
+    generated = write_calochallenge(tmp_path / "ds2.h5", 12)
+    photons = detector_for("calochallenge-1-photons")
+    reference = write_calochallenge(tmp_path / "ds1.h5", 12, photons.voxels)
+    result = evogan("validate", str(generated), str(reference), "--out", str(tmp_path / "v"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().count("\n") == 0
+    assert "calochallenge-2" in result.stderr and "calochallenge-1-photons" in result.stderr
+    assert not (tmp_path / "v").exists()

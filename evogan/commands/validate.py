@@ -228,6 +228,7 @@ def _checked_showers(
 ) -> tuple[ShowerDataset, list[str]]:
     """GENERATED's shower files, checked against the reference's cell window and energies
     before any cells are read (a refusal comes before minutes of reading); with its notes."""
+    from evogan.data.file_detector import check_same_detector
     from evogan.data.reader import ShowerDataset, open_files
 
     if args.precision != "float32":
@@ -241,6 +242,7 @@ def _checked_showers(
             "pass a generator file or run directory"
         )
     view = ShowerDataset.from_files(open_files(args.generated)).take(args.events or DEFAULT_EVENTS)
+    check_same_detector(view.detector, reference.detector, args.generated)
     _check_window(tuple(view.shape), tuple(reference.shape), "generated showers")
     if len(view) < args.bins:
         raise DataError(

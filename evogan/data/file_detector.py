@@ -66,6 +66,15 @@ def file_detector(
     return cartesian_detector(shape)
 
 
+def check_same_detector(found: Detector | None, reference: Detector | None, what: object) -> None:
+    """Refuse showers of ``what`` whose known detector is not the reference's."""
+    if found is not None and reference is not None and found.name != reference.name:
+        raise DataError(
+            f"{what} holds showers of detector {found.describe()}, the reference "
+            f"{reference.describe()}; compare showers of one detector"
+        )
+
+
 def cartesian_detector(shape: tuple[int, ...]) -> Detector | None:
     """The shipped Cartesian detector whose grid is ``shape`` (51x51x25: the CLIC ECAL)."""
     return _shipped(lambda d: d.geometry.kind == "cartesian" and d.grid_shape == tuple(shape))
