@@ -132,7 +132,9 @@ def test_bad_input_gets_one_line(files: dict, tmp_path: Path, capsys) -> None:
     ref, out = str(files["ref"]), str(tmp_path / "never")
     small = _write(tmp_path / "small.h5", np.full(4, 20.0), shape=(25, 25, 25))
     err = _refused(capsys, str(small), ref, "--out", out)
-    assert "(25, 25, 25), the reference (51, 51, 25)" in err
+    assert (
+        "clic-ecal-25 (cartesian, 25x25x25), the reference clic-ecal (cartesian, 51x51x25)" in err
+    )
     far = _write(tmp_path / "far.h5", np.full(6, 300.0))
     assert "must overlap, got 300-300 GeV and" in _refused(capsys, str(far), ref, "--out", out)
     assert "energy bins (50), got 40" in _refused(
