@@ -256,3 +256,13 @@ def test_narrower_generated_energies_warn_and_still_score(files: dict, tmp_path:
     assert code == 0
     assert "warning: generated energies 10-40 GeV cover less than the reference's" in captured.err
     assert math.isfinite(json.loads(captured.out)["score"])
+
+
+def test_calochallenge_set_on_a_window_no_detector_has_is_refused(tmp_path: Path, capsys) -> None:
+    energy = np.linspace(20.0, 80.0, 40)
+    ref = _write(tmp_path / "ref.h5", energy, shape=(49, 49, 25))
+    gen = _write(tmp_path / "gen.h5", energy, shape=(49, 49, 25))
+    assert main(["validate", str(gen), str(ref)]) == 0  # the score alone needs no detector
+    capsys.readouterr()
+    err = _refused(capsys, str(gen), str(ref), "--calochallenge")
+    assert "(49, 49, 25)" in err and "data.detector" in err

@@ -17,13 +17,13 @@ from evogan.config.base import StrictModel, apply_overrides, validate
 from evogan.config.data import DataConfig
 from evogan.config.resume import extending_keys, load_run_config
 from evogan.distributed.failure import rank0_decides
-from evogan.errors import ConfigError, DataError, EvoganError
+from evogan.errors import ConfigError, EvoganError
 from evogan.logs import hint
 from evogan.store.lock import claim
 from evogan.store.rundir import check_new_run_dir, check_run_name
 
 if TYPE_CHECKING:
-    from evogan.detectors import Detector
+    pass
 
 CAMPAIGN_MANIFEST = "campaign.json"
 """``evogan.search.campaign.MANIFEST``, named here: importing ``evogan.search`` starts MPI."""
@@ -240,14 +240,3 @@ def claim_resumed(args: argparse.Namespace) -> None:
     rank0_decides(
         lambda: claim(run, resume=True, force=force, extend=extend, extending=extending_keys(run))
     )
-
-
-def shower_detector(cells: tuple[int, ...]) -> Detector:
-    """The shipped detector whose cell grid the showers read fill (the reader yields grids of
-    the Cartesian CLIC windows here)."""
-    from evogan.detectors import DETECTOR_NAMES, detector_for
-
-    for name in DETECTOR_NAMES:
-        if detector_for(name).grid_shape == tuple(cells):
-            return detector_for(name)
-    raise DataError(f"no shipped detector has showers of cells {tuple(cells)}")

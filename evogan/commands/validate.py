@@ -94,11 +94,13 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or _default_out(generated)
     check_out_dir(out)
     generators = _generator_files(generated, args)
+    from evogan.commands.validate_calochallenge import calochallenge_section, require_detector
     from evogan.data.reader import ShowerDataset, open_files
     from evogan.physics.score import require_bin_events, require_floor_events
 
     dataset = ShowerDataset.from_files(open_files(args.reference, **read))
     view = dataset.take(args.events or DEFAULT_EVENTS)
+    require_detector(view, args)
     require_floor_events(len(view))
     require_bin_events(len(view), args.bins)
     showers, members, models = None, [], []
@@ -122,8 +124,6 @@ def run(args: argparse.Namespace) -> int:
     for note in job.notes:
         say(f"note: {note}")
     report["floor"] = _floor(reference)
-    from evogan.commands.validate_calochallenge import calochallenge_section
-
     figures["calochallenge"] = calochallenge_section(
         job.chunk, job.showers, job.models, args, report, view.detector
     )

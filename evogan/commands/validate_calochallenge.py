@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evogan.commands.options import shower_detector
+from evogan.errors import DataError
 
 if TYPE_CHECKING:
-    from evogan.data import ShowerChunk
+    from evogan.data import ShowerChunk, ShowerDataset
     from evogan.detectors import Detector
 
 
@@ -27,11 +27,13 @@ def calochallenge_section(
     """The CaloChallenge metric set into ``report`` when asked for (or the detector is a
     cylinder), and the figure data of both samples; None without generated showers in hand (a
     generator's, the first of ``models``, are made again, same seed, only for the metric
-    set). ``detector``: the reference's, as read (else the shipped one of its cell grid)."""
+    set). ``detector``: the reference's, as read; None for a cell window no shipped detector
+    has, which gets no CaloChallenge section."""
     from evogan.physics.calochallenge import calochallenge_metrics, figure_data
     from evogan.progress import progress
 
-    detector = detector or shower_detector(tuple(np.shape(reference.ecal)[1:]))
+    if detector is None:  # refused up front when asked for: require_detector
+        return None
     wanted = args.calochallenge or args.format == "calochallenge"
     wanted = wanted or detector.geometry.kind == "cylindrical"
     if generated is not None:
@@ -53,6 +55,16 @@ def calochallenge_section(
         "generated": figure_data(gen_flat, gen_energy, detector),
         "title": f"{detector.describe()}: {Path(report['generated']).name} against the reference",
     }
+
+
+def require_detector(view: ShowerDataset, args: argparse.Namespace) -> None:
+    """Refuse the CaloChallenge metric set, before any showers are read, for a reference
+    whose cells are no known detector's."""
+    if view.detector is None and (args.calochallenge or args.format == "calochallenge"):
+        raise DataError(
+            f"the reference's cells {tuple(view.shape)} are no shipped detector's: set "
+            "data.detector for the CaloChallenge metric set"
+        )
 
 
 def _regenerate(reference: ShowerChunk, model: tuple, args: argparse.Namespace) -> np.ndarray:
