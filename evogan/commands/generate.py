@@ -4,9 +4,11 @@ those of given showers in order (``--conditions-from``), for shower-by-shower co
 
 The generator runs on ``--device`` (0.28 ms/shower for the 51x51x25 spec on one H100 at batch
 512; docs/benchmarks.md); its noise is drawn on the CPU, so a seed gives the same showers on
-every device up to float32 rounding. Writes the evogan data layout (``ECAL`` in GeV,
-``energy``, ``theta``, ``sum``; ``ecal_units = "GeV"``; ``detector`` where the output window is a
-shipped detector's, e.g. ``clic-ecal``) atomically through
+every device up to float32 rounding. Writes the layout of the generator's detector (the
+spec's; a window without one: the shipped Cartesian detector of its shape): for a Cartesian
+grid the evogan data layout (``ECAL`` in GeV, ``energy``, ``theta``, ``sum``; ``ecal_units =
+"GeV"``; ``detector``, e.g. ``clic-ecal``), for a cylindrical one the CaloChallenge format,
+atomically through
 :class:`evogan.data.writer.ShowerWriter`, so the file reads back with ``evogan data inspect``
 and as training or validation data.
 """
@@ -151,13 +153,14 @@ def _write(args: argparse.Namespace, spec, generator, conditions: tuple, attrs: 
 
     from evogan.data.file_detector import cartesian_detector
     from evogan.data.writer import ShowerWriter
+    from evogan.detectors import detector_for
     from evogan.gan3d.model.generate import generate_showers
     from evogan.progress import progress
 
     energy, theta = conditions
     noise = torch.Generator().manual_seed(args.seed)  # on the CPU: same noise on every device
     shape = tuple(spec.output_shape)
-    detector = cartesian_detector(shape)  # the 3DGAN generators make Cartesian windows
+    detector = detector_for(spec.detector) if spec.detector else cartesian_detector(shape)
     with (
         ShowerWriter(args.out, shape, detector=detector, attrs=attrs) as writer,
         progress("generate", total=len(energy), unit="showers") as task,

@@ -3,15 +3,15 @@ data-parallel trainer, checkpoints and run output."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.run import RunConfig
 from evogan.config.trainer import TrainerConfig
-from evogan.gan3d.model.spec import GanSpec
+from evogan.gan3d.model.spec import GanSpec, fit_to_data
 
 __all__ = ["Gan3dConfig", "GanCheckpointConfig", "GanSpec"]
 
@@ -34,3 +34,11 @@ class Gan3dConfig(StrictModel):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     checkpoint: GanCheckpointConfig = Field(default_factory=GanCheckpointConfig)
     run: RunConfig = Field(default_factory=RunConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spec_for_detector(cls, raw: Any) -> Any:
+        """The spec is written for ``data.detector`` (its shape from it where left out)."""
+        if isinstance(raw, dict) and "spec" in raw:
+            return {**raw, "spec": fit_to_data(raw["spec"], raw.get("data"))}
+        return raw

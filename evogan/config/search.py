@@ -21,7 +21,7 @@ from evogan.config.islands import MigrationConfig
 from evogan.config.run import tensorboard_installed
 from evogan.config.trainer import TrainerConfig
 from evogan.errors import ConfigError
-from evogan.gan3d.model.spec import GanSpec
+from evogan.gan3d.model.spec import GanSpec, fit_to_data
 
 
 class GeneConfig(StrictModel):
@@ -239,6 +239,15 @@ class SearchConfig(StrictModel):
     pruning: PruningConfig = Field(default_factory=PruningConfig)
     final: FinalConfig = Field(default_factory=FinalConfig)
     pbt: PbtConfig = Field(default_factory=PbtConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spec_for_detector(cls, raw: Any) -> Any:
+        """An inline base spec is written for ``data.detector`` (as a ``base`` file is:
+        :func:`evogan.search.campaign.resolve_base`)."""
+        if isinstance(raw, dict) and raw.get("spec") is not None:
+            return {**raw, "spec": fit_to_data(raw["spec"], raw.get("data"))}
+        return raw
 
     @model_validator(mode="after")
     def _pruning_fits_budget(self) -> SearchConfig:

@@ -83,8 +83,8 @@ def resolve_base(config: SearchConfig, config_path: Path | None = None) -> Searc
             f"base = {config.base!r} must be a spec YAML file, but {missing}; give its path "
             "from the search config's folder, or an absolute one"
         )
-    spec = load_spec(path)
     raw = config.model_dump(mode="json")
+    spec = load_spec(path, data=raw["data"])
     raw.update(base=None, spec=spec.model_dump(mode="json"))
     return validate(SearchConfig, raw, source=str(config_path or "search config"))
 

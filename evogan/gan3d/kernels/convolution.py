@@ -265,9 +265,9 @@ def fft_conv3d(
 
 class ConvBlock(nn.Sequential):
     """A spec block's layers in Keras order (their names are the model files' names); the
-    leading ``[Upsample] -> [ConstantPad3d] -> Conv3d`` runs in the phase form where that pays,
-    else in the FFT form when :attr:`convolution` is ``"fft"`` and the kernel has at least
-    :attr:`fft_min_taps` taps."""
+    leading ``[Upsample] -> [ConstantPad3d] -> Conv3d`` runs in the phase form where that pays
+    (not after a ``CircularPad3d``), else in the FFT form when :attr:`convolution` is ``"fft"``
+    and the kernel has at least :attr:`fft_min_taps` taps."""
 
     def __init__(self, *layers: nn.Module) -> None:
         super().__init__(*layers)
@@ -282,7 +282,9 @@ class ConvBlock(nn.Sequential):
             raise ValueError(f"a spec block pads with zeros, not {pad.value}")
         spec_pads = (0,) * 6 if pad is None else pad.padding  # F.pad order: z, y, x
         self.pads = tuple(tuple(spec_pads[4 - 2 * a : 6 - 2 * a]) for a in range(3))
-        self.phase = self.factors != (1, 1, 1) and phase_pays(self.factors, conv.kernel_size)
+        wraps = any(isinstance(m, nn.CircularPad3d) for m in layers[: self.head])
+        upsampled = self.factors != (1, 1, 1) and not wraps  # the phase form pads with zeros
+        self.phase = upsampled and phase_pays(self.factors, conv.kernel_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         conv: nn.Conv3d = self[self.head - 1]

@@ -3,7 +3,8 @@ initialisers.
 
 Everything here is channels-first ``(N, C, X, Y, Z)``. Keras ``same`` padding with an even
 kernel puts the extra cell after the data; that and ZeroPadding3D are folded into one explicit
-``ConstantPad3d`` so PyTorch never decides where padding goes. Dropout and noise draw from the
+``ConstantPad3d`` so PyTorch never decides where padding goes; a circular axis (a cylinder's
+angle) is padded by a ``CircularPad3d`` instead, with wrapped cells. Dropout and noise draw from the
 training step's stream; compiled, they hash a seed drawn from it instead (:class:`CountedDraws`),
 so that each network stays one graph.
 """
@@ -220,18 +221,24 @@ def conv_block(
     bn_eps: float,
     bn_momentum: float,
     rng: torch.Generator | None,
+    circular: int | None = None,
 ) -> ConvBlock:
-    """One spec block: [upsample] -> pad -> Conv3d -> [noise] -> activation -> [BN] -> [dropout]."""
+    """One spec block: [upsample] -> pad -> Conv3d -> [noise] -> activation -> [BN] -> [dropout];
+    the padding of grid axis ``circular`` (if any) wraps around."""
     layers: list[nn.Module] = []
     upsample = tuple(getattr(block, "upsample", (1, 1, 1)))
     if upsample != (1, 1, 1):
         layers.append(nn.Upsample(scale_factor=tuple(float(u) for u in upsample), mode="nearest"))
-    pads = []  # F.pad order: last axis first -> (z_lo, z_hi, y_lo, y_hi, x_lo, x_hi)
-    for kernel, zero in zip(reversed(block.kernel), reversed(block.zero_pad), strict=True):
-        lo, hi = same_padding(kernel) if block.padding == "same" else (0, 0)
-        pads += [zero + lo, zero + hi]
-    if any(pads):
-        layers.append(nn.ConstantPad3d(tuple(pads), 0.0))
+    zeros, wraps = [], []  # F.pad order: last axis first -> (z_lo, z_hi, y_lo, y_hi, x_lo, x_hi)
+    for axis in reversed(range(3)):
+        lo, hi = same_padding(block.kernel[axis]) if block.padding == "same" else (0, 0)
+        pad = [block.zero_pad[axis] + lo, block.zero_pad[axis] + hi]
+        zeros += [0, 0] if axis == circular else pad
+        wraps += pad if axis == circular else [0, 0]
+    if any(wraps):
+        layers.append(nn.CircularPad3d(tuple(wraps)))
+    if any(zeros):
+        layers.append(nn.ConstantPad3d(tuple(zeros), 0.0))
     conv = nn.Conv3d(in_channels, block.filters, tuple(block.kernel), bias=block.bias)
     initialise(conv, block.init, rng)
     layers.append(conv)

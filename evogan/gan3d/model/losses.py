@@ -54,21 +54,34 @@ def mae(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (prediction - target).abs().mean()
 
 
-def transverse_width(cells: torch.Tensor) -> torch.Tensor:
+def transverse_width(cells: torch.Tensor, cylindrical: bool = False) -> torch.Tensor:
     """Per shower, the mean of the x and y energy-weighted standard deviations, in cells.
 
     ``cells`` are non-negative energies ``(N, X, Y, Z)``; differentiable, and the same
     quantity as the validation's ``width_x_mm``/``width_y_mm`` (:mod:`evogan.physics.features`)
-    divided by the cell size. An empty shower has width 0.
+    divided by the cell size. A cylindrical grid ``(N, radial, angular, Z)`` places its cells
+    at x = r cos(alpha), y = r sin(alpha), r in radial bins (equal bins, as in CaloChallenge
+    datasets 2 and 3), as the validation's per-layer widths do. An empty shower has width 0.
     """
     total = cells.sum(dim=(1, 2, 3)).clamp_min(1e-12)
+    if cylindrical:
+        plane = cells.sum(dim=3)  # (N, radial, angular)
+        radial, angular = cells.shape[1:3]
+        r = torch.arange(radial, dtype=cells.dtype, device=cells.device)[:, None] + 0.5
+        step = 2 * math.pi / angular
+        alpha = torch.arange(angular, dtype=cells.dtype, device=cells.device) * step
+        alpha = alpha[None, :] + (0.5 * step - math.pi)
+        profiles = [(plane, r * torch.cos(alpha), (1, 2)), (plane, r * torch.sin(alpha), (1, 2))]
+    else:
+        profiles = []
+        for axis, summed in ((1, (2, 3)), (2, (1, 3))):
+            size = cells.shape[axis]
+            position = torch.arange(size, dtype=cells.dtype, device=cells.device)
+            profiles.append((cells.sum(dim=summed), position - 0.5 * (size - 1), 1))
     widths = []
-    for axis, summed in ((1, (2, 3)), (2, (1, 3))):
-        profile = cells.sum(dim=summed)
-        size = cells.shape[axis]
-        position = torch.arange(size, dtype=cells.dtype, device=cells.device) - 0.5 * (size - 1)
-        mean = (profile * position).sum(dim=1) / total
-        second = (profile * position**2).sum(dim=1) / total
+    for profile, position, dims in profiles:
+        mean = (profile * position).sum(dim=dims) / total
+        second = (profile * position**2).sum(dim=dims) / total
         widths.append((second - mean**2).clamp_min(1e-12).sqrt())
     return 0.5 * (widths[0] + widths[1])
 
@@ -88,13 +101,14 @@ BATCH_TERMS = ("width", "hits", "sampling_fraction")
 
 
 def batch_features(
-    cells: torch.Tensor, energy: torch.Tensor, names: tuple[str, ...]
+    cells: torch.Tensor, energy: torch.Tensor, names: tuple[str, ...], cylindrical: bool = False
 ) -> dict[str, torch.Tensor]:
     """Per shower, the quantities named (of :data:`BATCH_TERMS`) that the generator's batch
     terms match: transverse width in cells, soft hit count, ECAL sum / primary energy.
-    ``cells`` are non-negative energies in GeV ``(N, X, Y, Z)``, ``energy`` in GeV ``(N,)``."""
+    ``cells`` are non-negative energies in GeV ``(N, X, Y, Z)`` (``cylindrical``: radial,
+    angular, layer), ``energy`` in GeV ``(N,)``."""
     measures = {
-        "width": lambda: transverse_width(cells),
+        "width": lambda: transverse_width(cells, cylindrical),
         "hits": lambda: soft_hit_count(cells),
         "sampling_fraction": lambda: cells.sum(dim=(1, 2, 3)) / energy,
     }

@@ -259,4 +259,5 @@ def _block_options(spec: GanSpec, rng: torch.Generator | None) -> dict:
         "bn_eps": spec.batch_norm_eps,
         "bn_momentum": spec.batch_norm_momentum,
         "rng": rng,
+        "circular": spec.circular_axis,
     }

@@ -12,6 +12,11 @@ what the network is. Shapes are channels-first ``(C, X, Y, Z)``; convolutions fo
 semantics (``valid``: n - k + 1; ``same``: n, padded (k-1)//2 before and the rest after),
 ``zero_pad`` is Keras ZeroPadding3D (symmetric, before the convolution), ``upsample`` is
 nearest-neighbour repetition before the padding, pooling floors like Keras ``valid``.
+
+A spec is written for a detector (``detector``, set from the config's ``data.detector``): its
+``output_shape`` is the detector's cell grid, and on a cylindrical detector, whose grid is
+``(radial, angular, layer)``, the angular axis closes on itself, so every convolution pads it
+circularly (``circular_padding``) and sees no seam at alpha = 0 that the detector does not have.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel, read_yaml, validate
+from evogan.detectors import Detector, detector_for
+from evogan.detectors.shipped import DEFAULT
 from evogan.errors import ConfigError
 
 Triple = tuple[PositiveInt, PositiveInt, PositiveInt]
@@ -117,11 +124,22 @@ class LossWeights(StrictModel):
     hits: float = Field(default=0.0, ge=0)
 
 
+ANGULAR_AXIS = 1
+"""The angular axis of a cylindrical detector's grid ``(radial, angular, layer)``."""
+
+
 class GanSpec(StrictModel):
-    """A complete, shape-checked 3DGAN architecture with its training hyper-parameters."""
+    """A complete, shape-checked 3DGAN architecture with its training hyper-parameters.
+
+    ``detector``: the calorimeter whose cells the generator fills (a shipped name or a binning
+    XML path); ``output_shape`` defaults to its grid. None: a Cartesian window of
+    ``output_shape`` cells (specs from before detectors were values). ``circular_padding``
+    (None: on for a cylindrical detector) pads the angular axis circularly."""
 
     name: str = "gan3d"
+    detector: str | None = None
     output_shape: Triple
+    circular_padding: bool | None = None
     latent_size: PositiveInt
     conditioning: ConditioningSpec = Field(default_factory=ConditioningSpec)
     dense_seed: tuple[PositiveInt, PositiveInt, PositiveInt, PositiveInt]  # (C, X, Y, Z)
@@ -143,9 +161,48 @@ class GanSpec(StrictModel):
     cell_scale: float = Field(default=1.0, gt=0)  # network cell = (cell_scale * GeV) ** power
     cell_power: float | None = Field(default=None, gt=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shape_from_detector(cls, raw: Any) -> Any:
+        """``output_shape`` from the detector when left out; refused when it is not the
+        detector's grid (or the detector has none)."""
+        if not isinstance(raw, dict):
+            return raw
+        name = raw.get("detector")
+        if name is None and raw.get("output_shape") is None:
+            name = DEFAULT
+            raw = {**raw, "detector": name}
+        if name is None:
+            return raw
+        if not isinstance(name, str):
+            return raw  # the field's own check names the type
+        grid = require_grid(detector_for(name), "spec")
+        given = raw.get("output_shape")
+        if given is None:
+            return {**raw, "output_shape": list(grid)}
+        if _as_shape(given) not in (None, grid):
+            raise ConfigError(
+                f"spec: output_shape {_cells(_as_shape(given))} is not the cell grid of detector "
+                f"{name} ({_cells(grid)}); leave output_shape out to take the detector's, or "
+                "write the spec for that detector"
+            )
+        return raw
+
     @model_validator(mode="after")
     def _consistent(self) -> GanSpec:
         cond = self.conditioning
+        if self.circular_padding and not self.cylindrical:
+            raise ConfigError(
+                f"spec: circular_padding closes a cylinder's angular axis on itself, but "
+                f"{self.detector or 'this Cartesian window'} is a Cartesian grid, whose x and y "
+                "end at the calorimeter's edge; remove circular_padding"
+            )
+        if self.cylindrical and (cond.angle or self.heads.angle):
+            raise ConfigError(
+                f"spec: conditioning.angle and heads.angle need showers with an incident angle "
+                f"in a Cartesian grid; detector {self.detector} is cylindrical around the "
+                "particle's axis: set both to false"
+            )
         if cond.mode == "multiply" and cond.angle:
             raise ConfigError(
                 "spec: conditioning.angle needs conditioning.mode = 'concat', got 'multiply'"
@@ -169,6 +226,19 @@ class GanSpec(StrictModel):
         return self
 
     @property
+    def cylindrical(self) -> bool:
+        """The grid is ``(radial, angular, layer)`` around the particle's axis."""
+        return self.detector is not None and detector_for(self.detector).geometry.kind == (
+            "cylindrical"
+        )
+
+    @property
+    def circular_axis(self) -> int | None:
+        """The grid axis padded circularly in every convolution, or None."""
+        on = self.cylindrical if self.circular_padding is None else self.circular_padding
+        return ANGULAR_AXIS if on else None
+
+    @property
     def noise_size(self) -> int:
         """Normal draws in the latent vector (the rest are condition slots)."""
         if self.conditioning.mode == "multiply":
@@ -176,14 +246,60 @@ class GanSpec(StrictModel):
         return self.latent_size - 1 - int(self.conditioning.angle)
 
 
-def load_spec(path: str | Path) -> GanSpec:
-    """A spec from YAML: either a bare spec or a full ``task: gan3d`` config's ``spec``."""
+def require_grid(detector: Detector, purpose: str) -> tuple[int, int, int]:
+    """``detector``'s 3D cell grid; refused in one line for a geometry that has none."""
+    grid = detector.grid_shape
+    if grid is None:
+        raise ConfigError(
+            f"{purpose}: detector {detector.name} bins its layers differently ({detector.voxels} "
+            "voxels in no 3D grid), so no 3D convolutional GAN can be trained for it; evogan data "
+            "inspect and evogan validate read it; use a detector with a regular grid"
+        )
+    return grid
+
+
+def fit_to_data(raw_spec: Any, data: Any) -> Any:
+    """A raw spec with ``detector`` taken from a config's raw ``data`` section where the spec
+    names none. Synthetic showers are made in ``data.detector``, so a spec of another shape is
+    refused here, naming both; files hold their own detector and are checked when read
+    (:func:`check_window`)."""
+    if not isinstance(raw_spec, dict) or raw_spec.get("detector") is not None:
+        return raw_spec
+    data = data if isinstance(data, dict) else {}
+    name = data.get("detector", DEFAULT)
+    try:
+        detector = detector_for(name)
+    except (ConfigError, TypeError):
+        return raw_spec  # the data section's own check names the problem
+    shape, grid = _as_shape(raw_spec.get("output_shape")), detector.grid_shape
+    if shape is None or grid is None or shape == grid:
+        return {**raw_spec, "detector": name}
+    if not data.get("files"):
+        raise ConfigError(
+            f"spec.output_shape {_cells(shape)} does not fit data.detector {name} "
+            f"({_cells(grid)} cells), in which the synthetic showers are made; leave "
+            "spec.output_shape out to take the detector's, or set data.detector to the spec's"
+        )
+    return raw_spec
+
+
+def load_spec(path: str | Path, data: dict | None = None) -> GanSpec:
+    """A spec from YAML: either a bare spec or a full ``task: gan3d`` config's ``spec``, for
+    the detector of ``data`` (a raw ``data`` section; default the file's own, if any)."""
     raw = read_yaml(path)
     if "spec" in raw:
+        data = raw.get("data") if data is None else data
         raw = raw["spec"]
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: spec must be a mapping, got {type(raw).__name__}")
-    return validate(GanSpec, raw, source=str(path))
+    return validate(GanSpec, fit_to_data(raw, data), source=str(path))
+
+
+def _as_shape(value: Any) -> tuple[int, ...] | None:
+    """A shape given as a list of integers, or None for anything else."""
+    if isinstance(value, list | tuple) and all(isinstance(n, int) for n in value):
+        return tuple(value)
+    return None
 
 
 Shape = tuple[int, int, int, int]
@@ -216,11 +332,17 @@ def same_padding(kernel: int) -> tuple[int, int]:
 
 
 def _conv(
-    net: str, index: int, count: int, block: GeneratorBlock | DiscriminatorBlock, shape: Shape
+    net: str,
+    index: int,
+    count: int,
+    block: GeneratorBlock | DiscriminatorBlock,
+    shape: Shape,
+    circular: int | None,
 ) -> tuple[Layer, Shape]:
     c, *spatial = shape
     up = getattr(block, "upsample", (1, 1, 1))
     spatial = [n * u for n, u in zip(spatial, up, strict=True)]
+    ring = None if circular is None else spatial[circular]
     spatial = [n + 2 * p for n, p in zip(spatial, block.zero_pad, strict=True)]
     seen = (c, *spatial)
     if block.padding == "same":
@@ -233,7 +355,29 @@ def _conv(
             f"spec: {net} block {index} of {count} ({_describe(block)}) produces {out_shape}: "
             f"every side must stay >= 1; enlarge its zero_pad or shrink its kernel"
         )
+    if ring is not None:
+        where = f"{net} block {index} of {count} ({_describe(block)})"
+        _check_ring(where, block, circular, ring, out[circular])
     return Layer(net, f"block {index}", seen, out_shape, tuple(block.kernel)), out_shape
+
+
+def _check_ring(
+    where: str, block: GeneratorBlock | DiscriminatorBlock, axis: int, ring: int, out: int
+) -> None:
+    """A circular axis keeps its cells (a ring of n cells has no edge to lose), and is padded
+    by at most its own cells on each side (one wrap)."""
+    kernel, zero = block.kernel[axis], block.zero_pad[axis]
+    before, after = same_padding(kernel) if block.padding == "same" else (0, 0)
+    if out != ring:
+        raise ConfigError(
+            f"spec: {where} turns the circular angular axis of {ring} cells into {out}; give "
+            f"it padding: same (or zero_pad {(kernel - 1) // 2} with an odd kernel) on that axis"
+        )
+    if max(before, after) + zero > ring:
+        raise ConfigError(
+            f"spec: {where} pads the circular angular axis of {ring} cells by more than one "
+            f"turn; use a kernel of at most {ring} cells on that axis"
+        )
 
 
 def _describe(block: GeneratorBlock | DiscriminatorBlock) -> str:
@@ -253,7 +397,7 @@ def generator_layers(spec: GanSpec) -> list[Layer]:
     shape: Shape = seed  # type: ignore[assignment]
     count = len(spec.generator)
     for index, block in enumerate(spec.generator, start=1):
-        layer, shape = _conv("generator", index, count, block, shape)
+        layer, shape = _conv("generator", index, count, block, shape, spec.circular_axis)
         layers.append(layer)
     target = (1, *spec.output_shape)
     if shape != target:
@@ -271,7 +415,7 @@ def discriminator_layers(spec: GanSpec) -> list[Layer]:
     layers: list[Layer] = []
     count = len(spec.discriminator)
     for index, block in enumerate(spec.discriminator, start=1):
-        layer, shape = _conv("discriminator", index, count, block, shape)
+        layer, shape = _conv("discriminator", index, count, block, shape, spec.circular_axis)
         layers.append(layer)
     size = tuple(spec.pooling.size)
     pooled = (shape[0], *(n // s for n, s in zip(shape[1:], size, strict=True)))
@@ -296,6 +440,12 @@ def check_window(spec: GanSpec, cells: tuple[int, ...], files: list[Path]) -> No
     if window in (wanted, (0, 0, 0)):
         return
     names = ", ".join(path.name for path in files[:2]) + (" ..." if len(files) > 2 else "")
+    if len(window) != 3:
+        raise ConfigError(
+            f"the data ({names}) hold rows of {_cells(window)} voxels binned differently from "
+            "layer to layer (no 3D grid), so no 3D convolutional GAN can be trained on them; "
+            "evogan data inspect and evogan validate read them"
+        )
     raise ConfigError(
         f"the data ({names}) hold showers of {_cells(window)} cells but spec.output_shape is "
         f"{_cells(wanted)}; give data.files of the spec's window, or a spec with output_shape "

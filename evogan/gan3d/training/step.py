@@ -86,7 +86,7 @@ class GanStep:
         terms = self._batch_terms()
         if terms:
             real_cells = self._cells(real_ecal).clamp_min(0.0)
-            self._last_real = batch_features(real_cells, energy, terms)
+            self._last_real = batch_features(real_cells, energy, terms, self.spec.cylindrical)
         with torch.no_grad(), self.forward.autocast(self.device):
             self.generator.train()
             fake = sample(self.spec, self.generator, energy, theta, self.rng, self.shard)
@@ -151,7 +151,10 @@ class GanStep:
             weights = self.spec.loss_weights
             loss, parts = gan_loss(outputs, labels, targets, weights)
             terms = self._batch_terms()
-            fake_values = batch_features(to_gev(self.spec, fake), energy, terms) if terms else {}
+            fake_values = {}
+            if terms:
+                fake_cells = to_gev(self.spec, fake)
+                fake_values = batch_features(fake_cells, energy, terms, self.spec.cylindrical)
             for name in terms:
                 real = self._real(name, batch_size)
                 parts[name] = batch_mean_gap(fake_values[name], real)
