@@ -28,6 +28,7 @@ LAYOUTS = [  # (input shape, model options): 2 x 2 pooling (sums in registers) a
     ((1, 51, 25), {"bias": False}),
     ((1, 51, 25), {"pool": 3, "kernel": 3, "filters": 4}),
     ((2, 19, 14), {"pool": 4, "kernel": 4, "filters": 5}),
+    ((1, 9, 45), {}),  # a CaloChallenge dataset-2 image: 9 radial bins x 45 layers
 ]
 
 

@@ -30,7 +30,7 @@ def test_project_2d_sums_one_transverse_axis_and_keeps_depth():
     assert over_y[0, 1, 4] == 2.0 and over_y[1, 3, 0] == 2.0
     assert over_x[0, 2, 4] == 1.5 and over_x[0, 0, 4] == 0.5
     np.testing.assert_allclose(over_y.sum(axis=(1, 2)), ecal.sum(axis=(1, 2, 3)))
-    with pytest.raises(DataError, match="'x' or 'y'"):
+    with pytest.raises(DataError, match="must be one of x, y, alpha, got 'z'"):
         project_2d(ecal, "z")
 
 

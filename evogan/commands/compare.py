@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _regressor_views(records: list[RunRecord], out: Path) -> tuple[str, list[Path]]:
     from evogan.plots.compare import (
+        images_caption,
         plot_energy_response,
         plot_island_curves,
         plot_relative_error,
@@ -97,7 +98,8 @@ def _regressor_views(records: list[RunRecord], out: Path) -> tuple[str, list[Pat
     islands = plot_island_curves(records, out / "island_curves.png")
     if islands is not None:
         written.append(islands)
-    table = summary_table(records) + "\n## Energy response\n\n" + response_table(records)
+    images = f"Images: {images_caption(records)}\n\n"
+    table = images + summary_table(records) + "\n## Energy response\n\n" + response_table(records)
     return table, written
 
 

@@ -8,6 +8,7 @@ from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_
 
 from evogan.config.base import StrictModel
 from evogan.detectors import detector_for
+from evogan.detectors.projection import ProjectionAxis
 from evogan.errors import ConfigError
 
 Layout = Literal["auto", "fixed25", "raw51", "processed51", "evogan", "calochallenge"]
@@ -47,7 +48,7 @@ class DataConfig(StrictModel):
     test_events: PositiveInt | None = None
     chunk_events: PositiveInt = 1000
     cell_threshold: float = Field(default=1e-6, ge=0)
-    projection_axis: Literal["x", "y"] = "y"
+    projection_axis: ProjectionAxis = "auto"  # the regressor's image: evogan.detectors.projection
     cache_projections: bool = True  # keep the regressor's 2D projections in EVOGAN_CACHE_DIR
     cell_scale: Literal["none", "log", "power"] = "none"
     power: float = Field(default=0.85, gt=0)

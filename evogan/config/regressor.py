@@ -11,6 +11,8 @@ from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.islands import CheckpointConfig, IslandsConfig, MigrationConfig
 from evogan.config.run import RunConfig
+from evogan.detectors import detector_for
+from evogan.detectors.projection import image_shape, projection_axis
 from evogan.errors import ConfigError
 
 Schedule = Literal["constant", "step", "exponential"]
@@ -27,6 +29,22 @@ class RegressorModelConfig(StrictModel):
     readout: Literal["random", "least_squares"] = "random"
     readout_events: PositiveInt = 1024
     readout_ridge: float = Field(default=1e-4, gt=0)
+
+    def check_fits(self, height: int, width: int, image: str = "") -> None:
+        """Refuse, in one line, a kernel or pooling larger than an input image of ``height`` x
+        ``width`` (``image``: whose image it is, for the message)."""
+        if self.kernel > min(height, width):
+            raise ConfigError(
+                f"model.kernel must not exceed the input size {height}x{width}{image}, got "
+                f"{self.kernel}; use model.kernel: {min(height, width)} or less"
+            )
+        conv_h, conv_w = height - self.kernel + 1, width - self.kernel + 1
+        if self.pool > min(conv_h, conv_w):
+            raise ConfigError(
+                f"model.pool must not exceed the convolution output {conv_h}x{conv_w} "
+                f"(input {height}x{width}{image}, kernel {self.kernel}), got {self.pool}; "
+                f"use model.pool: {min(conv_h, conv_w)} or less, or a smaller model.kernel"
+            )
 
 
 class GAConfig(StrictModel):
@@ -121,6 +139,19 @@ class RegressorConfig(StrictModel):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
     _mape_fractions = field_validator("test_target_mape")(mape_fractions)
+
+    @model_validator(mode="after")
+    def _image_fits(self) -> RegressorConfig:
+        """The projection fits the detector, and the network fits the image where the config
+        fixes it: the synthetic set, or a cylindrical detector (its files must match it
+        voxel for voxel); a Cartesian file may hold another window, checked once read. Raised
+        as is (one line), so every rank refuses before anything is read or written."""
+        detector = detector_for(self.data.detector)
+        axis = projection_axis(detector, self.data.projection_axis)
+        if not self.data.files or detector.geometry.kind == "cylindrical":
+            height, width = image_shape(detector, axis)
+            self.model.check_fits(height, width, f" ({detector.describe()} summed over {axis})")
+        return self
 
     @model_validator(mode="after")
     def _islands_migrate(self) -> RegressorConfig:

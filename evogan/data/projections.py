@@ -3,12 +3,13 @@
 Projecting streams every cell of the view through the HDF5 decompressor: for the built-in
 6,250 showers, 1.6 GB of cells and about 3 s of a regressor run's start on one core, for
 projections of 32 MB. They are kept in ``cache_dir()/projections``, one file per view (files,
-event ranges, layouts, cell threshold, axis), and used while every source file keeps the size
-and modification time it had and evogan's reading code is unchanged; otherwise they are made
-again and replace the stale copy, so a view never holds more than one file. The folder keeps
-at most ``BUDGET_BYTES``: the least recently used projections go first, and one larger than
-the budget is not kept. ``data.cache_projections: false`` turns this off (e.g. for a cache on
-a slow shared file system).
+event ranges, layouts, cell threshold, resolved axis: ``auto`` on a Cartesian grid is keyed as
+``y``), and used while every source file keeps the size and modification time it had and
+evogan's reading code is unchanged; otherwise they are made again and replace the stale copy,
+so a view never holds more than one file. The folder keeps at most ``BUDGET_BYTES``: the least
+recently used projections go first, and one larger than the budget is not kept.
+``data.cache_projections: false`` turns this off (e.g. for a cache on a slow shared file
+system).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _READING_CODE = (
     "evogan.data.reader",
     "evogan.data.transforms",
     "evogan.data.projections",
+    "evogan.detectors.projection",
 )
 
 

@@ -1,10 +1,11 @@
 """Turning showers into network inputs: 2D projections, cell scaling, energy targets.
 
 The regressor of the GA study sees a 2D image per shower: the 3D cells summed over one
-transverse axis, keeping the longitudinal development (docs/physics.md section 5). Arrays for it
-are built by streaming the data set, so memory holds the projections only (51 x 25 floats per
-event instead of 51 x 51 x 25), and kept in the cache for the next run
-(:mod:`evogan.data.projections`).
+transverse axis, keeping the longitudinal development (docs/physics.md section 5); which axis
+follows the detector (:mod:`evogan.detectors.projection`: ``y`` of a Cartesian grid, the angular
+bins of a cylindrical one). Arrays for it are built by streaming the data set, so memory holds
+the projections only (51 x 25 floats per event instead of 51 x 51 x 25), and kept in the cache
+for the next run (:mod:`evogan.data.projections`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import numpy as np
 from evogan.config.data import DataConfig
 from evogan.data.projections import cached_projection
 from evogan.data.reader import ShowerDataset, open_dataset
-from evogan.errors import DataError
+from evogan.detectors import detector_for
+from evogan.detectors.projection import grid_index, projection_axis
+from evogan.errors import ConfigError, DataError
 
 # ``log`` scaling works in units of LOG_UNIT_GEV (1 MeV), so typical cell energies (1e-6 to
 # a few GeV) land between 0 and about 9 instead of crowding near zero.
 LOG_UNIT_GEV = 1e-3
-_AXES = {"x": 1, "y": 2}
 
 
 @dataclass
@@ -32,18 +34,24 @@ class RegressorArrays:
     x: np.ndarray  # float32 (n, 1, W, Z): projected (and scaled) images
     y: np.ndarray  # float32 (n,): energy / energy_scale
     energy: np.ndarray  # float32 (n,): primary energy in GeV
+    detector: str = ""  # the showers' detector, described (Detector.describe())
+    axis: str = ""  # the grid axis the images are summed over
 
     def __len__(self) -> int:
         return len(self.y)
 
 
 def project_2d(ecal: np.ndarray, axis: str = "y") -> np.ndarray:
-    """Sum (n, X, Y, Z) cells over transverse ``axis`` ("x" or "y"): (n, Y, Z) or (n, X, Z)."""
-    if axis not in _AXES:
-        raise DataError(f"projection axis must be 'x' or 'y', got {axis!r}")
+    """Sum grids (n, A, B, layer) over a resolved transverse ``axis``: ``x`` or ``y`` of a
+    Cartesian (n, X, Y, Z) grid gives (n, Y, Z) or (n, X, Z), ``alpha`` of a cylindrical
+    (n, R, alpha, layer) grid (n, R, layer)."""
+    try:
+        index = grid_index(axis)
+    except ConfigError as exc:
+        raise DataError(str(exc)) from None
     if ecal.ndim != 4:
-        raise DataError(f"project_2d needs cells of shape (n, X, Y, Z), got {ecal.shape}")
-    return ecal.sum(axis=_AXES[axis], dtype=np.float32)
+        raise DataError(f"project_2d needs grids of shape (n, A, B, layer), got {ecal.shape}")
+    return ecal.sum(axis=1 + index, dtype=np.float32)
 
 
 def scale_cells(x: np.ndarray, mode: str = "none", power: float = 0.85) -> np.ndarray:
@@ -71,26 +79,46 @@ def regressor_arrays(
     cfg: DataConfig, dataset: ShowerDataset, announce: Callable[[str], object] = print
 ) -> RegressorArrays:
     """Projected, scaled images and energy targets of ``dataset`` (projections cached unless
-    ``cfg.cache_projections`` is off: :mod:`evogan.data.projections`)."""
+    ``cfg.cache_projections`` is off: :mod:`evogan.data.projections`), summed over the axis
+    ``cfg.projection_axis`` names for ``cfg.detector`` (the files' detector: the reader refuses
+    files of another kind of geometry)."""
+    axis = projection_axis(detector_for(cfg.detector), cfg.projection_axis)
 
     def build() -> tuple[np.ndarray, np.ndarray]:
-        return project_view(dataset, cfg.projection_axis, cfg.chunk_events)
+        return project_view(dataset, axis, cfg.chunk_events)
 
     if cfg.cache_projections:
-        images, energy = cached_projection(dataset, cfg.projection_axis, build, announce)
+        images, energy = cached_projection(dataset, axis, build, announce)
     else:
         images, energy = build()
     x = scale_cells(images, cfg.cell_scale, cfg.power)[:, np.newaxis]
-    return RegressorArrays(x, energy_targets(energy, cfg.energy_scale), energy)
+    targets = energy_targets(energy, cfg.energy_scale)
+    return RegressorArrays(x, targets, energy, describe_source(dataset), axis)
+
+
+def describe_source(dataset: ShowerDataset) -> str:
+    """The detector of ``dataset`` as figures and summaries name it; a Cartesian window that no
+    shipped detector has is named by its cells."""
+    detector = dataset.detector
+    if detector is not None:
+        return detector.describe()
+    return f"cartesian window ({'x'.join(map(str, dataset.shape))})"
 
 
 def project_view(
     dataset: ShowerDataset, axis: str, chunk_events: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Stream ``dataset`` and keep only its 2D projections (n, W, Z) and energies (GeV)."""
+    """Stream ``dataset`` and keep only its 2D projections over the resolved ``axis``
+    (n, H, layers) and energies (GeV)."""
     n = len(dataset)
-    sx, sy, depth = dataset.shape
-    images = np.empty((n, sy if axis == "x" else sx, depth), dtype=np.float32)
+    if len(dataset.shape) != 3:
+        raise DataError(
+            f"the regressor's 2D projection needs showers on a 3D grid, got cells of shape "
+            f"{dataset.shape} from {dataset.files[0]}"
+        )
+    summed = grid_index(axis)
+    height, depth = (size for index, size in enumerate(dataset.shape) if index != summed)
+    images = np.empty((n, height, depth), dtype=np.float32)
     energy = np.empty(n, dtype=np.float32)
     at = 0
     for chunk in dataset.iter_chunks(chunk_events):

@@ -6,7 +6,8 @@ constants, so evogan works for the detector a user has. ``geometry`` holds the C
 (the CLIC ECAL of the public 3DGAN files) and the cylindrical per-layer binning of the
 CaloChallenge datasets; ``binning_xml`` reads a CaloChallenge binning file; ``materials`` holds
 what the shower model and the features need; ``shipped`` names the detectors evogan knows and
-resolves ``data.detector: NAME | PATH``.
+resolves ``data.detector: NAME | PATH``; ``projection`` says which 2D image of a detector's
+showers the energy regressor sees (``data.projection_axis``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ _LAZY = {
     "VoxelMap": "evogan.detectors.geometry",
     "DETECTOR_NAMES": "evogan.detectors.shipped",
     "detector_for": "evogan.detectors.shipped",
+    "image_shape": "evogan.detectors.projection",
+    "projection_axis": "evogan.detectors.projection",
     "read_binning_xml": "evogan.detectors.binning_xml",
 }
 

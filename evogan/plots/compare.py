@@ -1,6 +1,7 @@
 """Figures comparing regressor runs (GA, hybrid, RMSprop), after Figure 3 of the GA study, and
 their energy response with the calorimeter resolution fit. Colours are per run, not per method,
-so two GA runs never look alike."""
+so two GA runs never look alike; every title names the detector and the projection the runs'
+images come from."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from evogan.detectors import detector_for
+from evogan.errors import ConfigError
 from evogan.physics.resolution import ResolutionFit, fit_resolution, format_pm
 from evogan.plots import save_figure
 from evogan.plots.runs import run_colours
@@ -28,6 +32,7 @@ class RunRecord:
     summary: dict[str, Any]
     epochs: list[dict[str, Any]]
     islands: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    image: str = ""  # the detector (described) and the axis its showers are summed over
 
     @classmethod
     def load(cls, path: str | Path, label: str | None = None) -> RunRecord:
@@ -40,7 +45,8 @@ class RunRecord:
             if (folder / METRICS).is_file()
         }
         method = summary.get("method", "?")
-        return cls(label or run.name, method, summary, run.metrics("epoch"), islands)
+        image = _image(summary, run.path / "config.yaml")
+        return cls(label or run.name, method, summary, run.metrics("epoch"), islands, image)
 
     @property
     def response(self) -> list[dict[str, Any]]:
@@ -57,6 +63,31 @@ class RunRecord:
             np.array([b["resolution"] for b in bins]),
             np.array([b["resolution_err"] for b in bins]),
         )
+
+
+def _image(summary: dict[str, Any], config: Path) -> str:
+    """``DETECTOR, summed over AXIS`` from the summary; for a run written before summaries
+    named it, from its config (then a Cartesian detector summed over y, or the axis set)."""
+    detector, axis = summary.get("detector"), summary.get("projection_axis")
+    if not detector:
+        data = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("data") or {}
+        name = data.get("detector", "clic-ecal")
+        try:
+            detector = detector_for(name).describe()
+        except ConfigError:
+            detector = str(name)
+        axis = data.get("projection_axis", "y")
+    return f"{detector}, summed over {axis}"
+
+
+def images_caption(records: list[RunRecord]) -> str:
+    """The detector and projection of the runs, for a title: one, or each with its runs."""
+    images = dict.fromkeys(record.image for record in records)
+    if len(images) == 1:
+        return next(iter(images))
+    return "; ".join(
+        f"{image} ({', '.join(r.label for r in records if r.image == image)})" for image in images
+    )
 
 
 def _label(record: RunRecord) -> str:
@@ -93,7 +124,7 @@ def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
         axis.axhline(10, color="grey", ls="--", lw=0.8)
         axis.axhline(5, color="grey", ls=":", lw=0.8)
     by_epoch.legend(fontsize=8)
-    fig.suptitle("Test loss (MAPE) of the energy regressor")
+    fig.suptitle(f"Test loss (MAPE) of the energy regressor\n{images_caption(records)}")
     return save_figure(fig, path)
 
 
@@ -124,7 +155,7 @@ def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
             ls="--",
             label="best island per epoch",
         )
-        axis.set_title(f"{_label(record)}: {len(record.islands)} islands")
+        axis.set_title(f"{_label(record)}: {len(record.islands)} islands\n{record.image}")
         axis.set_xlabel("epoch")
         _percent_log_axis(axis)
         axis.legend(fontsize=7, ncol=2 if len(record.islands) > 8 else 1)
@@ -172,7 +203,9 @@ def plot_energy_response(records: list[RunRecord], path: Path) -> Path:
         _draw_fit(resolution, record, bins, colour)
     response.axhline(1.0, color="black", lw=0.8, ls="--")
     response.set_ylabel("response: predicted / true energy")
-    response.set_title("Energy response per bin of true energy (test set)")
+    response.set_title(
+        f"Energy response per bin of true energy (test set)\n{images_caption(records)}"
+    )
     resolution.set_ylabel(r"resolution $\sigma(E)/E$ [%]")
     resolution.set_xlabel("true energy E [GeV]")
     resolution.set_ylim(bottom=0)
@@ -222,7 +255,7 @@ def plot_relative_error(records: list[RunRecord], path: Path) -> Path:
     axis.set_ylim(bottom=0)
     if log:
         axis.set_xscale("log")
-    axis.set_title("Relative error per bin of true energy (test set)")
+    axis.set_title(f"Relative error per bin of true energy (test set)\n{images_caption(records)}")
     axis.grid(True, which="both", alpha=0.3)
     axis.legend(fontsize=8)
     return save_figure(fig, path)

@@ -22,11 +22,14 @@ if TYPE_CHECKING:
 
 @dataclass
 class RegressorData:
-    """Tensors of one split: images x (n, C, H, W), targets y = energy/scale, energy in GeV."""
+    """Tensors of one split: images x (n, C, H, W), targets y = energy/scale, energy in GeV;
+    the showers' detector (described) and the grid axis the images sum over, for reports."""
 
     x: Tensor
     y: Tensor
     energy: Tensor
+    detector: str = ""
+    axis: str = ""
 
     @classmethod
     def from_arrays(cls, arrays: RegressorArrays) -> RegressorData:
@@ -35,6 +38,8 @@ class RegressorData:
             torch.as_tensor(np.ascontiguousarray(arrays.x), dtype=torch.float32),
             torch.as_tensor(np.asarray(arrays.y), dtype=torch.float32),
             torch.as_tensor(np.asarray(arrays.energy), dtype=torch.float32),
+            arrays.detector,
+            arrays.axis,
         )
 
     def __len__(self) -> int:

@@ -278,7 +278,7 @@ class IslandRun:
             layout=problem.layout,
             best=genome,
             best_fitness=best["best_fitness"],
-            test_energy=test.energy,
+            test=test,
             test_prediction=problem.predict(genome, test.x),
             epochs=best["epochs"],
             generations=max(r["generations"] for r in reports),

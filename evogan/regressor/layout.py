@@ -40,17 +40,7 @@ class RegressorLayout:
             cfg.pooling,
             cfg.bias,
         )
-        _, height, width = layout.input_shape
-        if cfg.kernel > min(height, width):
-            raise ConfigError(
-                f"model.kernel must not exceed the input size {height}x{width}, got {cfg.kernel}"
-            )
-        conv_h, conv_w = layout.conv_shape
-        if cfg.pool > min(conv_h, conv_w):
-            raise ConfigError(
-                f"model.pool must not exceed the convolution output {conv_h}x{conv_w} "
-                f"(input {height}x{width}, kernel {cfg.kernel}), got {cfg.pool}"
-            )
+        cfg.check_fits(*layout.input_shape[1:])
         return layout
 
     @property

@@ -18,6 +18,7 @@ from evogan.config import dump
 from evogan.config.regressor import RegressorConfig
 from evogan.physics.resolution import energy_response
 from evogan.progress import format_seconds
+from evogan.regressor.data import RegressorData
 from evogan.regressor.network import RegressorLayout, RegressorNet
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir, save_weights
 
@@ -119,7 +120,7 @@ def finish_run(
     layout: RegressorLayout,
     best: Tensor,
     best_fitness: float,
-    test_energy: Tensor,
+    test: RegressorData,
     test_prediction: Tensor,
     epochs: list[dict[str, Any]],
     generations: int,
@@ -128,13 +129,14 @@ def finish_run(
     wall_seconds: float,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Save the best model and write ``summary.json``; returns the summary.
+    """Save the best model and write ``summary.json`` (with the detector and projection the
+    test set's images come from, for the figures); returns the summary.
 
     For gradient runs ``generations`` counts optimiser steps and ``evaluations`` minibatch
     forward passes of the one model, the closest analogues.
     """
     scale = cfg.data.energy_scale
-    test_y = test_energy / scale
+    test_y = test.energy / scale
     net = RegressorNet.from_genome(layout, best)
     save_weights(
         run.file(BEST_MODEL),
@@ -160,10 +162,13 @@ def finish_run(
         **(extra or {}),
         **seconds_to_targets(epochs, list(cfg.test_target_mape)),
         "params": layout.size,
+        "detector": test.detector,
+        "projection_axis": test.axis,
+        "image": list(layout.input_shape[1:]),
         "seed": cfg.seed,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "energy_response": energy_response(
-            test_energy, test_prediction * scale, cfg.run.energy_bins
+            test.energy, test_prediction * scale, cfg.run.energy_bins
         ),
     }
     run.write_summary(summary)

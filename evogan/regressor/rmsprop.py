@@ -187,7 +187,7 @@ def train_regressor(
         layout=layout,
         best=result.best,
         best_fitness=result.best_fitness,
-        test_energy=test.energy,
+        test=test,
         test_prediction=predict(layout, result.best, test.x),
         epochs=result.epochs,
         generations=result.steps,
