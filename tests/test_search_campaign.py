@@ -24,6 +24,21 @@ from evogan.search import Space
 from tests.conftest import REPO, kill_job, launch, mpi_env, mpirun, rank_pid
 
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
+# A gene with one value the tiny spec cannot take (a 3x3x3 kernel in its valid-padded last block
+# makes 49x49x23 of the 51x51x25 window). The shipped spaces hold no such gene; the tests that
+# check that such genomes never train add it.
+WINDOW_KERNEL = {
+    "name": "g_last_kernel",
+    "type": "categorical",
+    "path": "generator.-1.kernel",
+    "choices": [[1, 1, 1], [3, 3, 3]],
+}
+
+
+def with_window_kernel(space: list[dict]) -> list[dict]:
+    """``space`` with :data:`WINDOW_KERNEL` after its ``g_kernel`` gene."""
+    at = next(i for i, gene in enumerate(space) if gene["name"] == "g_kernel") + 1
+    return [*space[:at], WINDOW_KERNEL, *space[at:]]
 
 
 def _config(tmp_path: Path, **changes) -> Path:
@@ -75,7 +90,7 @@ def _rows(campaign: Path) -> list[dict]:
 def test_ga_campaign_records_nan_and_never_trains_invalid_genomes(tmp_path: Path) -> None:
     # lr_knob is a test knob: a learning rate of 1e30 makes training diverge (NaN).
     raw = yaml.safe_load(TINY.read_text())
-    space = [g for g in raw["space"] if g["name"] in ("g_last_kernel", "g_filters")]
+    space = [g for g in raw["space"] if g["name"] == "g_filters"] + [WINDOW_KERNEL]
     space.append(
         {"name": "lr_knob", "type": "categorical", "path": "d_lr", "choices": [1.0e-3, 1.0e30]}
     )
@@ -112,7 +127,8 @@ def test_ga_campaign_records_nan_and_never_trains_invalid_genomes(tmp_path: Path
 
 def test_optuna_campaign_and_study_open_with_optuna(tmp_path: Path) -> None:
     """Two groups of one rank: the study owner (rank 0) trains too and serves the other."""
-    config = _config(tmp_path, backend="optuna", candidates=4, ranks_per_group=1)
+    space = with_window_kernel(yaml.safe_load(TINY.read_text())["space"])
+    config = _config(tmp_path, backend="optuna", candidates=4, ranks_per_group=1, space=space)
     out = tmp_path / "tpe"
     result = _search(tmp_path, config, "--run-dir", str(out), ranks=2)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -144,6 +160,7 @@ def test_optuna_campaign_and_study_open_with_optuna(tmp_path: Path) -> None:
         g_lr=3e-4,
         d_lr=3e-4,
         g_filters=6,
+        g_kernel=json.dumps([3, 3, 3]),
         g_last_kernel=kernel,
         d_blocks=1,
         d_filters_0=3,

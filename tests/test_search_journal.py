@@ -74,6 +74,6 @@ def test_table_rows_become_finished_trials_once(tmp_path: Path) -> None:
     # the parameters are the Optuna backend's names and values (lists as JSON labels)
     genome = rows[0]["genome"]
     assert ok.params["g_filters"] == genome["g_filters"]
-    assert ok.params["g_last_kernel"] == json.dumps(genome["g_last_kernel"])
+    assert ok.params["g_kernel"] == json.dumps(genome["g_kernel"])
     assert ok.params["d_filters_0"] == genome["d_filters"][0]
     assert study.best_trial.user_attrs["candidate"] == rows[0]["id"]

@@ -10,10 +10,11 @@ import optuna
 import pytest
 
 from evogan.config import load_config
-from evogan.config.search import SearchConfig
+from evogan.config.search import GeneConfig, SearchConfig
 from evogan.errors import ConfigError
 from evogan.search import Space, resolve_base, weight_count
 from evogan.search.fitness import memory_estimate_mb, precheck
+from tests.test_search_campaign import WINDOW_KERNEL
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
@@ -27,6 +28,12 @@ def config() -> SearchConfig:
 @pytest.fixture
 def space(config: SearchConfig) -> Space:
     return Space(config.space, config.spec)
+
+
+@pytest.fixture
+def bad_space(config: SearchConfig) -> Space:
+    """The tiny space with a gene one of whose values cannot make the spec's window."""
+    return Space([*config.space, GeneConfig(**WINDOW_KERNEL)], config.spec)
 
 
 def test_default_genome_rebuilds_the_base_spec(space: Space, config: SearchConfig) -> None:
@@ -46,18 +53,20 @@ def test_blocks_gene_repeats_the_template_with_per_block_values(space: Space) ->
     assert len(space.spec(genome).discriminator) == 1
 
 
-def test_invalid_shape_is_found_and_repaired_to_the_nearest_valid_genome(space: Space) -> None:
-    genome = space.default()
+def test_invalid_shape_is_found_and_repaired_to_the_nearest_valid_genome(
+    bad_space: Space,
+) -> None:
+    genome = bad_space.default()
     genome.update(g_filters=6, latent_size=24, g_last_kernel=[3, 3, 3])
-    reason = space.check(genome)
+    reason = bad_space.check(genome)
     assert reason is not None and "generator block 2 of 2" in reason
-    fixed = space.repair(genome)
-    assert fixed is not None and space.check(fixed) is None
+    fixed = bad_space.repair(genome)
+    assert fixed is not None and bad_space.check(fixed) is None
     assert fixed["g_last_kernel"] == [1, 1, 1]
     assert (fixed["g_filters"], fixed["latent_size"]) == (6, 24)  # only the culprit was reset
 
 
-def test_samples_and_mutations_stay_in_range(space: Space) -> None:
+def test_samples_and_mutations_stay_in_range(space: Space, bad_space: Space) -> None:
     rng = np.random.default_rng(3)
     genomes = [space.sample(rng) for _ in range(50)]
     genomes += [space.mutate(g, rng, 0.3) for g in genomes]
@@ -66,7 +75,8 @@ def test_samples_and_mutations_stay_in_range(space: Space) -> None:
         assert 1e-4 <= genome["g_lr"] <= 1e-2
         assert genome["d_blocks"] in (1, 2)
         assert all(2 <= f <= 6 for f in genome["d_filters"])
-    assert any(space.check(g) is not None for g in genomes)  # the space does hold bad shapes
+    assert all(space.check(g) is None for g in genomes)  # no gene changes the window's shape
+    assert any(bad_space.check(bad_space.sample(rng)) is not None for _ in range(20))
     mutated = space.mutate(genomes[0], rng, 0.0)
     assert mutated != genomes[0]  # at least one gene always moves
 
@@ -92,7 +102,7 @@ def test_optuna_suggest_is_define_by_run(space: Space) -> None:
         seen_blocks.add(blocks)
         per_block = {k for k in trial.params if k.startswith("d_filters_")}
         assert per_block == {f"d_filters_{k}" for k in range(blocks)}
-        assert isinstance(genome["g_last_kernel"], list)
+        assert isinstance(genome["g_kernel"], list)
         study.tell(trial, 1.0)
     assert seen_blocks == {1, 2}
 

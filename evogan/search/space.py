@@ -6,7 +6,8 @@ its blocks gene); only the first n are *active*, n the value of the blocks gene,
 the count keeps the inactive genes for later (the usual encoding of conditional genes).
 :meth:`Space.spec` applies a genome to the base spec and validates the result, which runs the
 shape arithmetic of :mod:`evogan.gan3d.model.spec`: an impossible candidate is known before
-anything is allocated.
+anything is allocated. A gene none of whose values makes a valid spec for the base spec's
+detector (one written for another window) is refused when the space is built.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Space:
         self._by_name = {gene.name: gene for gene in self.genes}
         for gene in self.genes:
             self._check_path(gene)
+        for gene in self.genes:
+            self._check_range(gene)
 
     # ----------------------------------------------------------------- genomes
     def width(self, gene: GeneConfig) -> int:
@@ -116,15 +119,20 @@ class Space:
     # ----------------------------------------------------------------- specs
     def spec(self, genome: Genome) -> GanSpec:
         """The validated spec of ``genome``; ConfigError (one line) when it cannot be built."""
+        return validate(GanSpec, self._apply(genome, self.genes), source="candidate spec")
+
+    def _apply(self, genome: Genome, genes: Sequence[GeneConfig]) -> dict[str, Any]:
+        """The raw base spec with the values of ``genes`` (a per-block gene's blocks gene among
+        them) taken from ``genome``; every other value stays the base spec's."""
         raw = copy.deepcopy(self._raw)
-        for gene in self.genes:  # expand block lists first, last copy index highest first
+        for gene in genes:  # expand block lists first, last copy index highest first
             if gene.type == "blocks":
                 blocks = raw[gene.net]
                 template = blocks[gene.repeat]
                 count = int(genome[gene.name])
                 copies = [copy.deepcopy(template) for _ in range(count)]
                 raw[gene.net] = blocks[: gene.repeat] + copies + blocks[gene.repeat + 1 :]
-        for gene in self.genes:
+        for gene in genes:
             if gene.type == "blocks":
                 continue
             if gene.per_block is not None:
@@ -134,7 +142,26 @@ class Space:
             else:
                 _set(raw, gene.path, genome[gene.name])
         raw["name"] = f"{self.base.name}-search"
-        return validate(GanSpec, raw, source="candidate spec")
+        return raw
+
+    def failures(self, gene: GeneConfig) -> list[tuple[Any, str]]:
+        """``(value, reason)`` for each of :func:`trial_values` of ``gene`` that makes no valid
+        spec when set alone on the base spec (a per-block value in every copy the blocks
+        gene's lowest count makes). Shape arithmetic only: no network is built."""
+        default = self.default()
+        genes = [gene]
+        if gene.per_block is not None:
+            genes.insert(0, self._by_name[gene.per_block])
+        failed = []
+        for value in trial_values(gene):
+            genome = {**default, gene.name: value}
+            if gene.per_block is not None:
+                genome[gene.name] = [value] * self.width(gene)
+            try:
+                validate(GanSpec, self._apply(genome, genes), source="candidate spec")
+            except ConfigError as exc:
+                failed.append((value, str(exc)))
+        return failed
 
     def check(self, genome: Genome) -> str | None:
         """None when ``genome`` makes a valid spec, else the one-line reason."""
@@ -176,6 +203,22 @@ class Space:
         return genome
 
     # ----------------------------------------------------------------- checks
+    def _check_range(self, gene: GeneConfig) -> None:
+        """Refuse a gene none of whose values makes a valid spec: every genome would be
+        repaired away from it (GA) or rejected (Optuna), so it searches nothing."""
+        values = trial_values(gene)
+        failed = self.failures(gene)
+        if len(failed) < len(values):
+            return
+        shape = "x".join(map(str, self.base.output_shape))
+        where = f"the {shape} window"
+        if self.base.detector is not None:
+            where = f"detector {self.base.detector} ({shape})"
+        raise ConfigError(
+            f"space gene {gene.name}: none of its values {_show(values)} makes a valid spec for "
+            f"{where}: {failed[0][1]}; change its range"
+        )
+
     def _check_path(self, gene: GeneConfig) -> None:
         if gene.type == "blocks":
             blocks = self._raw[gene.net]
@@ -199,6 +242,33 @@ class Space:
             raise ConfigError(
                 f"gene {gene.name}: path must name a value of the base spec, got {gene.path!r}"
             ) from None
+
+
+TRIAL_POINTS = 5
+"""Values of a numeric gene the range check tries: low, high and evenly spaced ones between
+(in log space for log genes)."""
+
+
+def trial_values(gene: GeneConfig) -> list[Any]:
+    """The values the range check tries: every choice, every count of a blocks gene, else
+    :data:`TRIAL_POINTS` points of the range on its step (fewer where they coincide)."""
+    if gene.type == "categorical":
+        return copy.deepcopy(list(gene.choices))
+    if gene.type == "blocks":
+        return sorted({clip_value(gene, n) for n in range(int(gene.low), int(gene.high) + 1)})
+    low, high = (math.log(gene.low), math.log(gene.high)) if gene.log else (gene.low, gene.high)
+    values: list[Any] = []
+    for point in np.linspace(low, high, TRIAL_POINTS):
+        value = clip_value(gene, math.exp(point) if gene.log else point)
+        if value not in values:
+            values.append(value)
+    return values
+
+
+def _show(values: list[Any]) -> str:
+    """Values as a short list: floats to 3 significant digits, the rest as JSON."""
+    shown = (f"{v:.3g}" if isinstance(v, float) else json.dumps(v) for v in values)
+    return "[" + ", ".join(shown) + "]"
 
 
 def draw_value(gene: GeneConfig, rng: np.random.Generator) -> Any:
