@@ -140,6 +140,9 @@ def test_conditions_from_shower_files_are_taken_in_order(tmp_path: Path, capsys)
     refusals = {
         "--events 13 is more than the 12 showers of --conditions-from": ["--events", "13"],
         "--conditions-from takes the energies and angles of": ["--energy-range", "10", "20"],
+        f"--conditions-from takes the energies and angles of {source}; drop --log-uniform": [
+            "--log-uniform"
+        ],
     }
     for message, extra in refusals.items():
         assert main([*args[:-1], str(tmp_path / "never.h5"), *extra]) == 2

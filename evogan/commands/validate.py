@@ -371,6 +371,8 @@ def _write(report: dict, figures: dict, out: Path, job: Job) -> None:
                 label=figures["table_label"],
             )
         )
+    challenge = figures.get("calochallenge")
+    transverse = None if challenge is None else {**challenge, "label": figures["table_label"]}
     written.append(
         plot_profiles(
             observables(ref.table, ref.edges),
@@ -380,12 +382,14 @@ def _write(report: dict, figures: dict, out: Path, job: Job) -> None:
             headline=headline,
             label=figures["label"],
             generated_std=figures["std"],
+            transverse=transverse,
+            hit_threshold=10 ** ref.table.spectrum_edges[0],
         )
     )
-    if figures.get("calochallenge") is not None:
+    if challenge is not None:
         from evogan.commands.validate_calochallenge import calochallenge_figure
 
-        written.append(calochallenge_figure(figures["calochallenge"], out, figures["label"]))
+        written.append(calochallenge_figure(challenge, out, figures["label"]))
     report["files"] = [str(p) for p in written]
     atomic_write(out / "score.json", to_json(report, indent=2) + "\n")
 

@@ -1,5 +1,6 @@
-"""Mean energy per layer and the radial profile of a sample of showers in any detector, summed
-chunk by chunk so a file is streamed once (``data inspect``) or taken whole (``validate``)."""
+"""Mean energy per layer and the radial profile of a sample of showers in any detector (and,
+for a cylinder binned alike in every layer, the angular profile), summed chunk by chunk so a
+file is streamed once (``data inspect``) or taken whole (``validate``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ class ProfileSums:
     per layer and per radial ring of flat showers. The rings are the detector's own where it has
     at most ``MAX_RINGS`` distinct voxel radii (a cylinder), else ``RADIAL_BINS`` equal bins. A
     binning that differs from layer to layer (CaloChallenge dataset 1) has no common rings: its
-    radial profile is that of the layer with the most voxels (``radial_layer``)."""
+    radial profile is that of the layer with the most voxels (``radial_layer``). A regular
+    cylinder with more than one angular bin also gets the energy per angular bin over all
+    layers: a shower along the axis spreads evenly in angle, so a generator whose convolutions
+    see a seam at alpha = +-pi shows it there."""
 
     def __init__(self, detector: Detector) -> None:
         vmap = detector.geometry.voxel_map
@@ -37,12 +41,14 @@ class ProfileSums:
             onehot[vmap.layer != self.radial_layer] = 0.0
         self.ring = onehot / np.diff(edges)  # energy per mm of radius
         self.r_edges_mm = edges
+        self.sector, self.alpha_edges = _sectors(detector)
         self.count = 0
         self.sums = {key: np.zeros(m.shape[1]) for key, m in self._maps()}
         self.squares = {key: np.zeros(m.shape[1]) for key, m in self._maps()}
 
     def _maps(self) -> tuple[tuple[str, np.ndarray], ...]:
-        return (("layer", self.layer), ("radial", self.ring))
+        maps = (("layer", self.layer), ("radial", self.ring))
+        return maps if self.sector is None else (*maps, ("angular", self.sector))
 
     def add(self, showers_flat: np.ndarray) -> None:
         """Add showers (n, voxels) in the detector's flat order."""
@@ -55,15 +61,30 @@ class ProfileSums:
 
     def result(self) -> dict[str, np.ndarray]:
         """``layer_mean``/``layer_error`` (GeV per shower), ``radial_mean``/``radial_error``
-        (GeV per mm), ``r_edges_mm`` and ``radial_layer`` (-1: all layers); errors are standard
-        errors of the mean."""
+        (GeV per mm), ``r_edges_mm`` and ``radial_layer`` (-1: all layers); for a regular
+        cylinder ``angular_mean``/``angular_error`` (GeV per angular bin) and
+        ``alpha_edges_deg``; errors are standard errors of the mean."""
         n = max(self.count, 1)
         out = {"r_edges_mm": self.r_edges_mm, "radial_layer": np.asarray(self.radial_layer)}
+        if self.alpha_edges is not None:
+            out["alpha_edges_deg"] = np.degrees(self.alpha_edges)
         for key in self.sums:
             mean = self.sums[key] / n
             spread = np.sqrt(np.maximum(self.squares[key] / n - mean**2, 0.0))
             out[f"{key}_mean"], out[f"{key}_error"] = mean, spread / np.sqrt(n)
         return out
+
+
+def _sectors(detector: Detector) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(voxels, angular bins) one-hot map and the bin edges in radians over (-pi, pi], for a
+    cylinder binned alike in every layer with more than one angular bin; (None, None) else."""
+    shape = detector.grid_shape
+    if detector.geometry.kind != "cylindrical" or shape is None or shape[1] < 2:
+        return None, None
+    edges = np.linspace(-np.pi, np.pi, shape[1] + 1)
+    alpha = detector.geometry.voxel_map.alpha  # bin centres
+    sector = np.clip(np.searchsorted(edges, alpha) - 1, 0, shape[1] - 1)
+    return (sector[:, None] == np.arange(shape[1])[None, :]).astype(np.float64), edges
 
 
 def layer_profiles(showers_flat: np.ndarray, detector: Detector) -> dict[str, np.ndarray]:

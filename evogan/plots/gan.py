@@ -4,7 +4,8 @@
   of generated vs reference with Poisson error bars, and a ratio panel below each;
 - ``profiles.png``: mean energy per x slice, y slice (mm) and layer (with X0 on top), and the
   moments per energy bin; for an ensemble, the band is the members' standard deviation (SAGIPS
-  equations 7-8).
+  equations 7-8). A cylinder has no x and y slices: its radial (mm) and angular (degrees)
+  profiles take their place.
 
 The selection score and its independent-sample floor are printed on both figures.
 """
@@ -19,6 +20,7 @@ from matplotlib.figure import Figure  # object API: Agg rendering, no pyplot sta
 
 from evogan.detectors import detector_for
 from evogan.physics.features import (
+    HIT_THRESHOLD,
     PROFILE_UNITS,
     PROFILES,
     UNITS,
@@ -38,8 +40,17 @@ MOMENTS = (
     ("width_x_mm", "x width (mm)"),
 )
 
+LOG_ENERGY_SPAN = 100
+"""Primary energies spanning more than this factor (CaloChallenge's 1 GeV-1 TeV, drawn
+log-uniform) are drawn on a log axis, where their bins lie evenly."""
+
 PAD_MM = detector_for("clic-ecal").geometry.cell_mm
 """Pad pitch of the x and y profiles, which only the CLIC ECAL's Cartesian tables hold."""
+
+
+def hits_label(threshold: float) -> str:
+    """ "cells > 3e-4 GeV": what the ``hits`` feature counts (the lowest spectrum edge)."""
+    return f"cells > {threshold:.0e} GeV".replace("e-0", "e-")
 
 
 def summary_line(score: float, floor: dict | None) -> str:
@@ -91,13 +102,13 @@ def features_figure(
             ref, gen = reference.scalars[name], generated.scalars[name][~generated.bad]
             edges = _edges(ref, gen, bins)
             ref_h, gen_h = np.histogram(ref, edges)[0], np.histogram(gen, edges)[0]
-            xlabel = f"{name} ({UNITS.get(name, '')})"
+            unit = hits_label(10 ** reference.spectrum_edges[0]) if name == "hits" else None
+            xlabel = f"{name} ({unit or UNITS.get(name, '')})"
             ylabel = "fraction of events"
         else:
             edges = reference.spectrum_edges
             ref_h, gen_h = reference.spectrum.sum(axis=0), generated.spectrum.sum(axis=0)
-            lowest = 10 ** edges[0]
-            xlabel, ylabel = "log10(cell energy / GeV)", f"fraction of cells > {lowest:.0e} GeV"
+            xlabel, ylabel = "log10(cell energy / GeV)", f"fraction of {hits_label(10 ** edges[0])}"
         _hist_pair(top, bottom, edges, ref_h, gen_h, label)
         top.set_ylabel(ylabel)
         bottom.set_xlabel(xlabel)
@@ -161,6 +172,8 @@ def plot_profiles(
     headline: str,
     label: str = "generated",
     generated_std: dict[str, np.ndarray] | None = None,
+    transverse: dict | None = None,
+    hit_threshold: float = HIT_THRESHOLD,
 ) -> Path:
     """Write :func:`profiles_figure` to ``png``."""
     fig = profiles_figure(
@@ -170,6 +183,8 @@ def plot_profiles(
         headline=headline,
         label=label,
         generated_std=generated_std,
+        transverse=transverse,
+        hit_threshold=hit_threshold,
     )
     return save_figure(fig, Path(png), dpi=DPI)
 
@@ -182,14 +197,23 @@ def profiles_figure(
     headline: str,
     label: str = "generated",
     generated_std: dict[str, np.ndarray] | None = None,
+    transverse: dict | None = None,
+    hit_threshold: float = HIT_THRESHOLD,
 ) -> Figure:
     """Mean profiles along x, y (mm) and depth, and moments per energy bin.
 
     ``reference``/``generated``: the observables of :func:`evogan.physics.ensemble.observables`
-    plus ``<name>_error`` entries (standard errors) where known."""
+    plus ``<name>_error`` entries (standard errors) where known. ``transverse``: for a
+    cylinder (observables without x and y profiles), the
+    :class:`~evogan.physics.profiles.ProfileSums` results of the ``reference`` and of one
+    ``generated`` set, named ``label``, drawn where the x and y profiles go.
+    ``hit_threshold``: the cell energy (GeV) above which the reference's table counts hits."""
     fig = Figure(figsize=(17, 8), layout="constrained")
     axes = fig.subplots(2, 4)
-    if "profile_x" not in reference:  # a cylinder: its transverse shapes are in calochallenge.png
+    cylinder = "profile_x" not in reference
+    if cylinder and transverse is not None:
+        _transverse(axes[0, 0], axes[0, 1], transverse)
+    elif cylinder:
         for ax in axes[0, :2]:
             ax.set_visible(False)
     for ax, axis in zip(axes[0, :3], PROFILES, strict=True):
@@ -210,8 +234,11 @@ def profiles_figure(
         _curves(ax, centres, name, reference, generated, generated_std, label)
         _decorate(ax, "primary energy (GeV)", ylabel, log=False)
     _curves(axes[1, 3], centres, "hits", reference, generated, generated_std, label)
-    _decorate(axes[1, 3], "primary energy (GeV)", "cells > 3e-4 GeV", log=False)
-    axes[0, 0].legend(frameon=False, fontsize=8)
+    _decorate(axes[1, 3], "primary energy (GeV)", hits_label(hit_threshold), log=False)
+    if energy_edges[0] > 0 and energy_edges[-1] / energy_edges[0] > LOG_ENERGY_SPAN:
+        for ax in [axes[0, 3], *axes[1]]:
+            ax.set_xscale("log")
+    axes[0, 2 if cylinder else 0].legend(frameon=False, fontsize=8)
     fig.suptitle(headline)
     return fig
 
@@ -244,6 +271,39 @@ def _curves(
         ax.fill_between(
             x, low, y + std[key], color="tab:red", alpha=0.25, lw=0, label="ensemble std"
         )
+
+
+def _transverse(radial: Axes, angular: Axes, transverse: dict) -> None:
+    """A cylinder's radial profile (energy per mm of radius) and angular profile (energy per
+    angular bin, with the even share of a shower along the axis dotted), each at unit area."""
+    ref, gen, label = transverse["reference"], transverse["generated"], transverse["label"]
+    edges = ref["r_edges_mm"]
+    width = np.diff(edges)
+    shapes = [_unit_area(d, "radial", width) for d in (ref, gen)]
+    _curves(radial, 0.5 * (edges[:-1] + edges[1:]), "radial", *shapes, None, label, log=True)
+    layer = int(ref["radial_layer"])
+    where = "all layers" if layer < 0 else f"layer {layer}"
+    _decorate(radial, f"radius r (mm), {where}", "energy fraction per mm (unit area)", log=True)
+    radial.legend(frameon=False, fontsize=8)
+    if "angular_mean" not in ref:
+        angular.set_visible(False)
+        return
+    degrees = ref["alpha_edges_deg"]
+    bins = len(degrees) - 1
+    shapes = [_unit_area(d, "angular", np.ones(bins)) for d in (ref, gen)]
+    centres = 0.5 * (degrees[:-1] + degrees[1:])
+    _curves(angular, centres, "angular", *shapes, None, label)
+    even = angular.axhline(1 / bins, ls=":", color="gray", label="an even share per bin")
+    angular.legend(handles=[even], frameon=False, fontsize=8)
+    _decorate(
+        angular, "angle alpha (deg), all layers", "energy fraction per angular bin", log=False
+    )
+
+
+def _unit_area(data: dict, key: str, width: np.ndarray) -> dict[str, np.ndarray]:
+    """``data``'s ``<key>_mean`` and ``<key>_error`` scaled so the profile integrates to 1."""
+    area = float((data[f"{key}_mean"] * width).sum()) or 1.0
+    return {key: data[f"{key}_mean"] / area, f"{key}_error": data[f"{key}_error"] / area}
 
 
 def _x0_axis(ax: Axes, layers: int) -> None:
