@@ -127,19 +127,18 @@ def run(args: argparse.Namespace) -> int:
     figures["calochallenge"] = calochallenge_section(
         job.chunk, job.showers, job.models, args, report, view.detector
     )
-    _write(report, figures, out, job)
+    from evogan.commands.validate_report import calochallenge_table, print_summary, write_report
+
+    report["reference"], report["notes"] = job.files, job.notes
+    write_report(report, figures, out, job.reference)
     if args.json:
         from evogan.store import to_json
 
         print(to_json(report))
     elif args.format == "calochallenge":
-        from evogan.commands.validate_report import calochallenge_table
-
         print(calochallenge_table(report, Path(report["generated"]).name))
         print(f"wrote {', '.join(report['files'])}")
     else:
-        from evogan.commands.validate_report import print_summary
-
         print_summary(report)
     return 0
 
@@ -348,50 +347,6 @@ def _score_members(job: Job, args: argparse.Namespace) -> tuple[list, list]:
             task.advance(0, note=f"{path.name}: score {result.score:.3f}")
             results.append(result)
     return results, specs
-
-
-def _write(report: dict, figures: dict, out: Path, job: Job) -> None:
-    from evogan.physics.ensemble import observables
-    from evogan.plots.gan import plot_features, plot_profiles, summary_line
-    from evogan.store import atomic_write, to_json
-
-    out.mkdir(parents=True, exist_ok=True)
-    report["reference"] = job.files
-    report["notes"] = job.notes
-    headline = summary_line(report["score"], report["floor"])
-    ref = job.reference
-    written = [out / "score.json"]
-    if figures["table"] is not None and (~figures["table"].bad).any():
-        written.append(
-            plot_features(
-                ref.table,
-                figures["table"],
-                out / "features.png",
-                headline=headline,
-                label=figures["table_label"],
-            )
-        )
-    challenge = figures.get("calochallenge")
-    transverse = None if challenge is None else {**challenge, "label": figures["table_label"]}
-    written.append(
-        plot_profiles(
-            observables(ref.table, ref.edges),
-            figures["observables"],
-            out / "profiles.png",
-            energy_edges=ref.edges,
-            headline=headline,
-            label=figures["label"],
-            generated_std=figures["std"],
-            transverse=transverse,
-            hit_threshold=10 ** ref.table.spectrum_edges[0],
-        )
-    )
-    if challenge is not None:
-        from evogan.commands.validate_calochallenge import calochallenge_figure
-
-        written.append(calochallenge_figure(challenge, out, figures["label"]))
-    report["files"] = [str(p) for p in written]
-    atomic_write(out / "score.json", to_json(report, indent=2) + "\n")
 
 
 def _printer(quiet_stdout: bool):

@@ -1,10 +1,14 @@
-"""What ``evogan validate`` prints: the selection score's summary, and the CaloChallenge metric
-set as a table laid out like the published results (arXiv:2410.21611), so a model's row can be
-set beside theirs."""
+"""What ``evogan validate`` prints and writes: the selection score's summary, the CaloChallenge
+metric set as a table laid out like the published results (arXiv:2410.21611), so a model's row
+can be set beside theirs, and ``score.json`` with its figures."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evogan.physics import Reference
 
 PUBLISHED_SOURCE = "arXiv:2410.21611 results files, on Geant4 data (not evogan's reference)"
 PUBLISHED = {  # AUC low, AUC high, FPD x 10^3 (docs/validation.md)
@@ -124,3 +128,45 @@ def calochallenge_table(report: dict, label: str) -> str:
 def _cell(entry: dict, factor: float) -> str:
     value, error = entry["value"] * factor, entry["error"] * factor
     return f" {value:.3g} ± {error:.2g}".rjust(CELL_WIDTH)  # apart even when wider than the cell
+
+
+def write_report(report: dict, figures: dict, out: Path, ref: Reference) -> None:
+    """``score.json`` and the figures (features, profiles, the CaloChallenge set) into ``out``."""
+    from evogan.physics.ensemble import observables
+    from evogan.plots.gan import plot_features, plot_profiles, summary_line
+    from evogan.store import atomic_write, to_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    headline = summary_line(report["score"], report["floor"])
+    written = [out / "score.json"]
+    if figures["table"] is not None and (~figures["table"].bad).any():
+        written.append(
+            plot_features(
+                ref.table,
+                figures["table"],
+                out / "features.png",
+                headline=headline,
+                label=figures["table_label"],
+            )
+        )
+    challenge = figures.get("calochallenge")
+    transverse = None if challenge is None else {**challenge, "label": figures["table_label"]}
+    written.append(
+        plot_profiles(
+            observables(ref.table, ref.edges),
+            figures["observables"],
+            out / "profiles.png",
+            energy_edges=ref.edges,
+            headline=headline,
+            label=figures["label"],
+            generated_std=figures["std"],
+            transverse=transverse,
+            hit_threshold=10 ** ref.table.spectrum_edges[0],
+        )
+    )
+    if challenge is not None:
+        from evogan.commands.validate_calochallenge import calochallenge_figure
+
+        written.append(calochallenge_figure(challenge, out, figures["label"]))
+    report["files"] = [str(p) for p in written]
+    atomic_write(out / "score.json", to_json(report, indent=2) + "\n")

@@ -133,7 +133,8 @@ def finish_run(
     test set's images come from, for the figures); returns the summary.
 
     For gradient runs ``generations`` counts optimiser steps and ``evaluations`` minibatch
-    forward passes of the one model, the closest analogues.
+    forward passes of the one model, the closest analogues. Long because the summary is one
+    flat record that every method writes alike; split, its keys would be spread over helpers.
     """
     scale = cfg.data.energy_scale
     test_y = test.energy / scale

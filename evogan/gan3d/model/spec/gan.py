@@ -1,128 +1,28 @@
-"""The 3DGAN architecture spec and its shape arithmetic, block by block, without building anything.
-
-A :class:`GanSpec` is everything needed to build, train and invert a 3DGAN: the latent and its
-conditioning, the generator's dense seed and convolution blocks, the discriminator's blocks,
-pooling and heads, loss weights, optimiser settings and the cell transform. Specs live in YAML
-(``configs/gan3d*.yaml``) and are stored as JSON in every model file.
-
-Validating a spec walks its layers (:func:`generator_layers`, :func:`discriminator_layers`), so
-a spec that cannot produce ``output_shape`` fails with one line naming the block before any
-allocation; the benchmark counts FLOPs from the same layer list, so the two never disagree about
-what the network is. Shapes are channels-first ``(C, X, Y, Z)``; convolutions follow Keras
-semantics (``valid``: n - k + 1; ``same``: n, padded (k-1)//2 before and the rest after),
-``zero_pad`` is Keras ZeroPadding3D (symmetric, before the convolution), ``upsample`` is
-nearest-neighbour repetition before the padding, pooling floors like Keras ``valid``.
-
-A spec is written for a detector (``detector``, set from the config's ``data.detector``): its
-``output_shape`` is the detector's cell grid, and on a cylindrical detector, whose grid is
-``(radial, angular, layer)``, the angular axis closes on itself, so every convolution pads it
-circularly (``circular_padding``) and sees no seam at alpha = 0 that the detector does not have.
-"""
+"""The :class:`GanSpec`, written for a detector, and its shape arithmetic: what each layer sees
+and makes (MACs for the benchmark) and the check of a data window against the spec."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel, read_yaml, validate
 from evogan.detectors import Detector, detector_for
 from evogan.detectors.shipped import DEFAULT
 from evogan.errors import ConfigError
-
-Triple = tuple[PositiveInt, PositiveInt, PositiveInt]
-PadTriple = tuple[NonNegativeInt, NonNegativeInt, NonNegativeInt]
-Activation = Literal["relu", "leaky_relu", "linear"]
-Init = Literal["he_uniform", "glorot_uniform", "glorot_normal"]
-
-
-class GeneratorBlock(StrictModel):
-    """upsample -> ZeroPadding3D -> Conv3D -> [noise] -> activation -> [BatchNorm] (Keras
-    order); ``noise`` adds per-cell Gaussian noise with a learned per-channel scale before the
-    activation (:class:`evogan.gan3d.model.blocks.NoiseInjection`; not in the Keras originals)."""
-
-    filters: PositiveInt
-    kernel: Triple
-    padding: Literal["same", "valid"] = "valid"
-    zero_pad: PadTriple = (0, 0, 0)
-    upsample: Triple = (1, 1, 1)
-    activation: Activation = "relu"
-    batch_norm: bool = False
-    bias: bool = True
-    init: Init = "he_uniform"
-    noise: bool = False
-
-
-class DiscriminatorBlock(StrictModel):
-    """ZeroPadding3D -> Conv3D -> activation -> [BatchNorm] -> [Dropout] (Keras order)."""
-
-    filters: PositiveInt
-    kernel: Triple
-    padding: Literal["same", "valid"] = "valid"
-    zero_pad: PadTriple = (0, 0, 0)
-    activation: Activation = "leaky_relu"
-    batch_norm: bool = False
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    bias: bool = True
-    init: Init = "glorot_uniform"
-
-
-class PoolingSpec(StrictModel):
-    """Pooling between the last discriminator block and the flatten."""
-
-    kind: Literal["avg", "max"] = "avg"
-    size: Triple = (2, 2, 2)
-
-
-class ConditioningSpec(StrictModel):
-    """How the primary energy (and angle) enter the latent vector.
-
-    ``concat``: latent = [E/energy_scale, theta (if angle), normal draws] (variable-angle model);
-    ``multiply``: latent = normal draws x E/energy_scale (fixed-angle model).
-    """
-
-    mode: Literal["concat", "multiply"] = "concat"
-    angle: bool = False
-    energy_scale: float = Field(default=100.0, gt=0)
-
-
-class HeadsSpec(StrictModel):
-    """Discriminator outputs besides real/fake: trainable energy regression, fixed sums.
-
-    ``conditional`` makes the real/fake head a projection discriminator (Miyato & Koyama 2018):
-    its logit gains ``phi(E) . V h`` with ``phi(E) = (e, ln e)``, ``e = E/energy_scale``, so the
-    discriminator can tell a shower that is right for some energy from one right for its own
-    (e.g. a depth that does not grow with ln E), which the unconditional head cannot.
-    """
-
-    energy: bool = True
-    ecal_sum: bool = True
-    angle: bool = False
-    conditional: bool = False
-
-
-class LossWeights(StrictModel):
-    """Weights of BCE(real/fake), MAPE(energy), MAE(angle), MAPE(ECAL sum), and of two
-    generator-only batch terms (0: off, as in the originals).
-
-    ``width`` weights the percentage difference between the mean transverse width of the generated
-    batch and of the real batch it is paired with (same energies); ``sampling_fraction`` the same
-    for the mean ECAL sum / primary energy; ``hits`` the same for the mean soft count of cells above
-    3e-4 GeV (:func:`~evogan.gan3d.model.losses.soft_hit_count`). They match batch means, not each
-    shower, so they do not shrink the shower-to-shower spread the way a per-shower target would.
-    """
-
-    real_fake: float = Field(default=3.0, ge=0)
-    energy: float = Field(default=0.1, ge=0)
-    angle: float = Field(default=25.0, ge=0)
-    ecal_sum: float = Field(default=0.1, ge=0)
-    width: float = Field(default=0.0, ge=0)
-    sampling_fraction: float = Field(default=0.0, ge=0)
-    hits: float = Field(default=0.0, ge=0)
-
+from evogan.gan3d.model.spec.sections import (
+    ConditioningSpec,
+    DiscriminatorBlock,
+    GeneratorBlock,
+    HeadsSpec,
+    LossWeights,
+    PoolingSpec,
+    Triple,
+)
 
 ANGULAR_AXIS = 1
 """The angular axis of a cylindrical detector's grid ``(radial, angular, layer)``."""
