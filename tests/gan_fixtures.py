@@ -12,9 +12,11 @@ from evogan.data.writer import ShowerWriter
 from evogan.gan3d.model.model_file import save_generator
 from evogan.gan3d.model.networks import Generator, build_models
 from evogan.gan3d.model.spec import GanSpec, load_spec
-from evogan.store import BEST_MODEL
+from evogan.store import BEST_MODEL, load_weights
 
 REPO = Path(__file__).resolve().parents[1]
+TRAINED_FILES = ("best_model.h5", "last_model.h5", "discriminator.h5")
+"""The weight files a GAN training leaves in its run directory."""
 TINY = REPO / "configs" / "gan3d_tiny.yaml"
 
 
@@ -70,3 +72,13 @@ def tiny_campaign(path: Path, fitness: dict[str, float]) -> Path:
         row = {"id": name, "status": status, "fitness": value, "params": 100, "flops": 200}
         campaign.append("island-000", {**row, "member_seeds": [seed], "elapsed_s": seed})
     return campaign.path
+
+
+def assert_same_weights(run: Path, straight: Path) -> None:
+    """Every weight file of ``run`` equals ``straight``'s tensor for tensor (a resumed run
+    against an uninterrupted one)."""
+    for name in TRAINED_FILES:
+        resumed, _ = load_weights(run / name)
+        expected, _ = load_weights(straight / name)
+        assert resumed.keys() == expected.keys()
+        assert all(resumed[k].equal(expected[k]) for k in expected), name

@@ -30,13 +30,13 @@ from evogan.plots.gan import profiles_figure
 from evogan.store import load_weights, read_metrics
 
 from .conftest import evogan, mpirun
+from .gan_fixtures import assert_same_weights
 
 CONFIG = "configs/gan3d_cc2_tiny.yaml"
 SCRIPT = "tests/mpi_scripts/train_gan.py"
 SIZE = ["--set", "trainer.steps_per_epoch=3", "--set", "trainer.epochs=2"]
 VALIDATION = ["--set", "trainer.validation_events=24", "--set", "trainer.validation_bins=2"]
 VALIDATION += ["--set", "trainer.standing_batches=2"]
-OUTPUTS = ("best_model.h5", "last_model.h5", "discriminator.h5")
 SHAPE = (9, 16, 45)
 
 
@@ -161,11 +161,7 @@ def test_a_stopped_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path: 
     assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]
     done = mpirun(2, ["-m", "evogan", "train", "--resume", str(run)])
     assert done.returncode == 0, done.stderr[-3000:]
-    for name in OUTPUTS:
-        resumed, _ = load_weights(run / name)
-        expected, _ = load_weights(straight / name)
-        assert resumed.keys() == expected.keys()
-        assert all(resumed[k].equal(expected[k]) for k in expected), name
+    assert_same_weights(run, straight)
     scores = [
         [
             (r["step"], r["score"], r["best"])

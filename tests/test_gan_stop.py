@@ -16,12 +16,12 @@ import pytest
 from evogan.store import load_weights, read_metrics
 
 from .conftest import TINY_GAN, TINY_GAN_SIZE, evogan, launch, mpirun, wait_for
+from .gan_fixtures import assert_same_weights
 
 pytestmark = pytest.mark.mpi
 
 SCRIPT, CONFIG = TINY_GAN
 SIZE = TINY_GAN_SIZE
-OUTPUTS = ("best_model.h5", "last_model.h5", "discriminator.h5")
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +57,7 @@ def test_resume_completes_to_the_weights_of_an_uninterrupted_run(runs: dict[str,
     run, straight = runs["run"], runs["straight"]
     done = mpirun(2, ["-m", "evogan", "train", "--resume", str(run)])
     assert done.returncode == 0, done.stderr[-3000:]
-    for name in OUTPUTS:
-        resumed, _ = load_weights(run / name)
-        expected, _ = load_weights(straight / name)
-        assert resumed.keys() == expected.keys()
-        assert all(resumed[k].equal(expected[k]) for k in expected), name
+    assert_same_weights(run, straight)
     losses = ("d_loss", "g_loss", "d_energy", "g_ecal_sum")
     mine = [[r[k] for k in losses] for r in read_metrics(run / "metrics.jsonl", "epoch")]
     theirs = [[r[k] for k in losses] for r in read_metrics(straight / "metrics.jsonl", "epoch")]
@@ -168,10 +164,7 @@ def test_a_signal_during_a_checkpoint_write_stops_after_it_and_resumes_exactly(
     assert (stop["step"], stop["signal"]) == (2, "SIGTERM")
     done = mpirun(2, ["-m", "evogan", "train", "--resume", str(run)])
     assert done.returncode == 0, done.stderr[-3000:]
-    for name in OUTPUTS:
-        resumed, _ = load_weights(run / name)
-        expected, _ = load_weights(runs["straight"] / name)
-        assert all(resumed[k].equal(expected[k]) for k in expected), name
+    assert_same_weights(run, runs["straight"])
 
 
 def test_sigterm_to_mpirun_leaves_a_training_that_resumes_without_force(tmp_path: Path) -> None:
