@@ -15,7 +15,12 @@ from evogan.errors import ConfigError
 from evogan.gan3d.model import spec as gan_shapes
 from evogan.gan3d.model.blocks import conv_block
 from evogan.gan3d.model.model_file import load_generator, save_generator
-from evogan.gan3d.model.networks import build_models, keras_parameter_count, parameter_count
+from evogan.gan3d.model.networks import (
+    build_models,
+    keras_parameter_count,
+    make_latent,
+    parameter_count,
+)
 from evogan.gan3d.model.spec import GanSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,3 +224,23 @@ def test_generation_bytes_count_the_largest_layer_and_the_shower() -> None:
     assert gan_shapes.generation_bytes(spec) == 4 * (4 * cells + cells) + 4 * cells
     assert gan_shapes.generation_bytes(spec, 2) == 2 * (4 * cells + cells) + 4 * cells
     assert gan_shapes.generation_bytes(spec, 0) == 4 * cells
+
+
+def test_a_log_energy_slot_follows_the_energy_and_takes_one_noise_entry() -> None:
+    raw = _raw(TINY)["spec"]
+    plain = GanSpec.model_validate(raw)
+    raw["conditioning"]["log_energy"] = True
+    logged = GanSpec.model_validate(raw)
+    assert logged.noise_size == plain.noise_size - 1
+    energy = torch.tensor([1.0, 10.0, 1000.0])
+    theta = torch.full((3,), 1.2)
+    latent = make_latent(logged, energy, theta, torch.Generator().manual_seed(0))
+    scaled = energy / logged.conditioning.energy_scale
+    assert torch.allclose(latent[:, 0], scaled)
+    assert torch.allclose(latent[:, 1], scaled.log())
+    assert torch.allclose(latent[:, 2], theta)
+    assert latent.shape == (3, logged.latent_size)
+    raw["conditioning"].update(mode="multiply", angle=False)
+    raw["heads"]["angle"] = False
+    with pytest.raises(ConfigError, match=r"conditioning\.log_energy needs conditioning\.mode"):
+        GanSpec.model_validate(raw)

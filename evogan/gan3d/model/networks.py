@@ -161,7 +161,7 @@ def make_latent(
     scaled = (energy / spec.conditioning.energy_scale).reshape(n, 1).to(noise.dtype)
     if spec.conditioning.mode == "multiply":
         return noise * scaled
-    slots = [scaled]
+    slots = [scaled, scaled.log()] if spec.conditioning.log_energy else [scaled]
     if spec.conditioning.angle:
         if theta is None:
             raise missing_theta(spec)

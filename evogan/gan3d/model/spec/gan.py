@@ -103,13 +103,14 @@ class GanSpec(StrictModel):
                 f"in a Cartesian grid; detector {self.detector} is cylindrical around the "
                 "particle's axis: set both to false"
             )
-        if cond.mode == "multiply" and cond.angle:
+        for slot in ("angle", "log_energy"):
+            if cond.mode == "multiply" and getattr(cond, slot):
+                raise ConfigError(
+                    f"spec: conditioning.{slot} needs conditioning.mode = 'concat', got 'multiply'"
+                )
+        if cond.mode == "concat" and self.latent_size <= cond.slots:
             raise ConfigError(
-                "spec: conditioning.angle needs conditioning.mode = 'concat', got 'multiply'"
-            )
-        if cond.mode == "concat" and self.latent_size <= 1 + int(cond.angle):
-            raise ConfigError(
-                f"spec: latent_size must leave room for noise after the {1 + int(cond.angle)} "
+                f"spec: latent_size must leave room for noise after the {cond.slots} "
                 f"condition slot(s), got {self.latent_size}"
             )
         if self.heads.angle and not cond.angle:
@@ -143,7 +144,7 @@ class GanSpec(StrictModel):
         """Normal draws in the latent vector (the rest are condition slots)."""
         if self.conditioning.mode == "multiply":
             return self.latent_size
-        return self.latent_size - 1 - int(self.conditioning.angle)
+        return self.latent_size - self.conditioning.slots
 
 
 def require_grid(detector: Detector, purpose: str) -> tuple[int, int, int]:

@@ -58,12 +58,21 @@ class ConditioningSpec(StrictModel):
     """How the primary energy (and angle) enter the latent vector.
 
     ``concat``: latent = [E/energy_scale, theta (if angle), normal draws] (variable-angle model);
-    ``multiply``: latent = normal draws x E/energy_scale (fixed-angle model).
+    ``multiply``: latent = normal draws x E/energy_scale (fixed-angle model). ``log_energy``
+    adds ``ln(E/energy_scale)`` as a concat slot: over three decades of energy (CaloChallenge's
+    1 GeV - 1 TeV) the shower depth grows with ln E, which a linear slot squeezes near zero for
+    the lowest decade.
     """
 
     mode: Literal["concat", "multiply"] = "concat"
     angle: bool = False
+    log_energy: bool = False
     energy_scale: float = Field(default=100.0, gt=0)
+
+    @property
+    def slots(self) -> int:
+        """Condition entries ahead of the noise in a concat latent vector."""
+        return 1 + int(self.log_energy) + int(self.angle)
 
 
 class HeadsSpec(StrictModel):
