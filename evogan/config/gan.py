@@ -17,23 +17,29 @@ __all__ = ["Gan3dConfig", "GanCheckpointConfig", "GanSpec"]
 
 
 class GanCheckpointConfig(StrictModel):
-    """When a training run commits a checkpoint: every ``every_epochs`` epochs, and mid-epoch
-    once ``every_seconds`` have passed since the last one (0: epoch ends only)."""
+    """When a training run commits a checkpoint: at epoch ends, and mid-epoch once enough
+    time has passed since the last one."""
 
-    every_epochs: PositiveInt = 1
-    every_seconds: float = Field(default=600.0, ge=0)
+    every_epochs: PositiveInt = Field(default=1, description="epochs between checkpoints")
+    every_seconds: float = Field(
+        default=600.0, ge=0, description="seconds after which a checkpoint is due mid-epoch; 0: off"
+    )
 
 
 class Gan3dConfig(StrictModel):
     """``task: gan3d``: data, architecture spec, data-parallel trainer and run output."""
 
-    task: Literal["gan3d"] = "gan3d"
-    seed: int = 0
-    data: DataConfig = Field(default_factory=DataConfig)
-    spec: GanSpec
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    checkpoint: GanCheckpointConfig = Field(default_factory=GanCheckpointConfig)
-    run: RunConfig = Field(default_factory=RunConfig)
+    task: Literal["gan3d"] = Field(default="gan3d", description="which task the file configures")
+    seed: int = Field(default=0, description="root seed of every random stream of the run")
+    data: DataConfig = Field(default_factory=DataConfig, description="the showers trained on")
+    spec: GanSpec = Field(description="the 3DGAN architecture and its training hyper-parameters")
+    trainer: TrainerConfig = Field(
+        default_factory=TrainerConfig, description="how the training runs on its ranks"
+    )
+    checkpoint: GanCheckpointConfig = Field(
+        default_factory=GanCheckpointConfig, description="when the training commits checkpoints"
+    )
+    run: RunConfig = Field(default_factory=RunConfig, description="where results go")
 
     @model_validator(mode="before")
     @classmethod

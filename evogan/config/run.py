@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from pydantic import PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator
 from pydantic_core import PydanticCustomError
 
 from evogan.config.base import StrictModel
@@ -27,9 +27,20 @@ def tensorboard_installed(requested: bool) -> bool:
 class RunConfig(StrictModel):
     """Where results go, how often progress is printed, whether metrics go to TensorBoard."""
 
-    root: str | None = None
-    name: str | None = None
-    progress_every: PositiveInt = 20
-    tensorboard: bool = False
+    root: str | None = Field(
+        default=None,
+        description="directory of run directories; null: EVOGAN_POPULATIONS or populations/",
+    )
+    name: str | None = Field(
+        default=None,
+        description="the run directory's name; null: the method and the UTC start time",
+    )
+    progress_every: PositiveInt = Field(
+        default=20,
+        description="generations (GA) or steps (RMSprop) between the regressor's progress lines",
+    )
+    tensorboard: bool = Field(
+        default=False, description="also write metrics as TensorBoard events (needs tensorboard)"
+    )
 
     _tensorboard = field_validator("tensorboard")(tensorboard_installed)

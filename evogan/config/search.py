@@ -13,12 +13,20 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
-from evogan.config.islands import MigrationConfig
-from evogan.config.run import tensorboard_installed
+from evogan.config.search_sections import (
+    BudgetConfig,
+    CampaignConfig,
+    FinalConfig,
+    FitnessConfig,
+    GASearchConfig,
+    OptunaSearchConfig,
+    PbtConfig,
+    PruningConfig,
+)
 from evogan.config.trainer import TrainerConfig
 from evogan.errors import ConfigError
 from evogan.gan3d.model.spec import GanSpec, fit_to_data
@@ -30,18 +38,26 @@ class GeneConfig(StrictModel):
     gene with ``per_block: NAME`` sets ``field`` of every copy made by blocks gene ``NAME``
     (conditional genes: only the first n of them are active)."""
 
-    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
-    type: Literal["int", "float", "categorical", "blocks"]
-    path: str | None = None
-    low: float | None = None
-    high: float | None = None
-    step: float | None = None
-    log: bool = False
-    choices: list[Any] | None = None
-    net: Literal["generator", "discriminator"] | None = None
-    repeat: NonNegativeInt = 0
-    per_block: str | None = None
-    field: str | None = None
+    name: str = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_]*$", description="the gene's name in genomes and tables"
+    )
+    type: Literal["int", "float", "categorical", "blocks"] = Field(
+        description="a number in [low, high], one of choices, or a count of block copies"
+    )
+    path: str | None = Field(default=None, description="dotted spec path the gene sets")
+    low: float | None = Field(default=None, description="smallest value (int, float, blocks)")
+    high: float | None = Field(default=None, description="largest value (int, float, blocks)")
+    step: float | None = Field(default=None, description="grid step of the values; null: none")
+    log: bool = Field(default=False, description="draw on a log scale (needs low > 0, no step)")
+    choices: list[Any] | None = Field(default=None, description="the values of a categorical gene")
+    net: Literal["generator", "discriminator"] | None = Field(
+        default=None, description="blocks: the network whose block is copied"
+    )
+    repeat: NonNegativeInt = Field(default=0, description="blocks: index of the block copied")
+    per_block: str | None = Field(
+        default=None, description="the blocks gene whose every copy this gene sets"
+    )
+    field: str | None = Field(default=None, description="per_block: the block field it sets")
 
     @model_validator(mode="after")
     def _complete(self) -> GeneConfig:
@@ -78,102 +94,6 @@ def _finite(value: Any) -> bool:
     return True
 
 
-class BudgetConfig(StrictModel):
-    """How long one ensemble member trains: steps of one epoch, epochs, or seconds."""
-
-    kind: Literal["steps", "epochs", "seconds"] = "steps"
-    amount: float = Field(default=4, gt=0)
-    timeout_s: float | None = Field(default=None, gt=0)  # a candidate running longer fails
-    max_memory_mb: float | None = Field(default=None, gt=0)  # estimated need above: rejected
-
-
-MIN_TEST_EVENTS = 8
-"""Held-out showers the fitness score needs at least: its floor compares two halves of them,
-each of at least 4 (as training validation's ``MIN_VALIDATION_EVENTS``)."""
-
-
-class FitnessConfig(StrictModel):
-    """fitness = mean member score + beta x spread; optional second objective."""
-
-    members: PositiveInt = 1
-    beta: float = 0.0
-    second_objective: Literal["none", "params", "flops"] = "none"
-    test_events: int = Field(default=100, ge=MIN_TEST_EVENTS)
-    energy_bins: PositiveInt = 3
-    # what members are scored by (evogan.physics.score; lower is better): the selection score,
-    # or one of its reported metrics
-    metric: Literal["score", "separation", "fpd", "kpd", "classifier_auc", "sf_error"] = "score"
-
-
-SEARCH_MIGRATION: dict[str, Any] = {"every": 1, "policy": "replace_worst"}
-"""The architecture GA's migration defaults where they differ from the regressor's: one of its
-generations is a few trainings, so migrants go every generation and replace the worst members."""
-
-USABLE_MIGRATION: dict[str, tuple[str, ...]] = {
-    "topology": ("ring", "random", "full"),
-    "policy": ("replace_worst",),
-    "mode": ("async",),
-    "send": ("auto",),
-}
-"""The migration options the architecture GA can use: its islands never wait for each other and
-send records (genome and evaluation), which replace the worst members."""
-
-
-class GASearchConfig(StrictModel):
-    """Per-island (mu + lambda) GA over architecture genomes."""
-
-    population: PositiveInt = 4
-    offspring: PositiveInt = 2
-    tournament: PositiveInt = 2
-    crossover: float = Field(default=0.3, ge=0, le=1)
-    gene_mutation: float = Field(default=0.3, ge=0, le=1)  # per gene; at least one always
-    invalid: Literal["repair", "reject"] = "repair"
-    inherit_weights: bool = False  # children with the parent's layer shapes start from its weights
-    migration: MigrationConfig = Field(default_factory=lambda: MigrationConfig(**SEARCH_MIGRATION))
-
-    @field_validator("migration", mode="before")
-    @classmethod
-    def _search_defaults(cls, value: Any) -> Any:
-        return {**SEARCH_MIGRATION, **value} if isinstance(value, dict) else value
-
-    @model_validator(mode="after")
-    def _usable_migration(self) -> GASearchConfig:
-        """Refuse what the architecture GA cannot do (raised as is: one line)."""
-        for key, usable in USABLE_MIGRATION.items():
-            value = getattr(self.migration, key)
-            if value not in usable:
-                raise ConfigError(
-                    f"ga.migration.{key} = {value!r} is not allowed: the architecture GA takes "
-                    f"{' or '.join(usable)}"
-                )
-        return self
-
-
-class OptunaSearchConfig(StrictModel):
-    """The study owned by world rank 0, stored as a journal file in the campaign directory."""
-
-    sampler: Literal["tpe", "cmaes", "nsga2", "random"] = "tpe"
-    startup_trials: NonNegativeInt = 4
-    population: PositiveInt = 8  # NSGA-II generation size
-
-
-class FinalConfig(StrictModel):
-    """The significance test at the end of a campaign: the ``top`` best candidates and the base
-    spec re-trained with ``retrain_seeds`` fresh seeds each (a test needs two or more)."""
-
-    retrain_seeds: int = Field(default=5, ge=2)
-    top: NonNegativeInt = 1  # 0: no final step
-
-
-class PruningConfig(StrictModel):
-    """Multi-fidelity pruning: candidates are scored at rungs ``min_budget x reduction_factor^k``
-    (units of ``budget.kind``) below the full budget; the worst stop early (``pruned``)."""
-
-    kind: Literal["none", "successive_halving", "hyperband"] = "none"
-    min_budget: float | None = Field(default=None, gt=0)  # default: budget.amount / factor^2
-    reduction_factor: int = Field(default=3, ge=2)
-
-
 PBT_PATHS = (
     "g_lr",
     "d_lr",
@@ -188,57 +108,49 @@ PBT_PATHS = (
 weights copied from one worker fit any other."""
 
 
-class PbtConfig(StrictModel):
-    """Population Based Training: each rank group trains one worker for ``budget.amount`` in
-    segments of ``interval`` (units of ``budget.kind``); after every segment the worst
-    ``quantile`` of the workers copy the weights and hyper-parameters of one of the best
-    ``quantile`` and perturb the genes named in ``perturb`` (default: every gene of ``space``)
-    by a factor drawn from ``factors``, or redraw them with ``resample_probability``."""
-
-    interval: float = Field(default=1, gt=0)
-    quantile: float = Field(default=0.25, gt=0, le=0.5)
-    factors: list[float] = Field(default_factory=lambda: [0.8, 1.2], min_length=1)
-    resample_probability: float = Field(default=0.25, ge=0, le=1)
-    perturb: list[str] | None = None
-
-    @field_validator("factors")
-    @classmethod
-    def _positive(cls, factors: list[float]) -> list[float]:
-        if any(f <= 0 for f in factors):
-            raise ValueError(f"every factor must be > 0, got {factors}")
-        return factors
-
-
-class CampaignConfig(StrictModel):
-    root: str | None = None
-    name: str | None = None
-    top: PositiveInt = 5  # best candidates kept in summary.json
-    tensorboard: bool = False  # the candidate table as TensorBoard scalars
-
-    _tensorboard = field_validator("tensorboard")(tensorboard_installed)
-
-
 class SearchConfig(StrictModel):
     """``task: search``: an architecture search campaign (``evogan search``)."""
 
-    task: Literal["search"] = "search"
-    seed: int = 0
-    backend: Literal["ga", "optuna", "pbt"] = "ga"
-    candidates: PositiveInt = 8  # trained candidates of the whole campaign (not used by pbt)
-    ranks_per_group: PositiveInt = 1  # ranks that train one candidate together (an island)
-    base: str | None = None  # YAML with the base spec (bare or a gan3d config)
-    spec: GanSpec | None = None  # or the base spec inline
-    space: list[GeneConfig] = Field(min_length=1)
-    data: DataConfig = Field(default_factory=DataConfig)
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    budget: BudgetConfig = Field(default_factory=BudgetConfig)
-    fitness: FitnessConfig = Field(default_factory=FitnessConfig)
-    ga: GASearchConfig = Field(default_factory=GASearchConfig)
-    optuna: OptunaSearchConfig = Field(default_factory=OptunaSearchConfig)
-    campaign: CampaignConfig = Field(default_factory=CampaignConfig)
-    pruning: PruningConfig = Field(default_factory=PruningConfig)
-    final: FinalConfig = Field(default_factory=FinalConfig)
-    pbt: PbtConfig = Field(default_factory=PbtConfig)
+    task: Literal["search"] = Field(default="search", description="which task the file configures")
+    seed: int = Field(default=0, description="root seed of every random stream of the campaign")
+    backend: Literal["ga", "optuna", "pbt"] = Field(
+        default="ga", description="GA islands, an Optuna study, or Population Based Training"
+    )
+    candidates: PositiveInt = Field(
+        default=8, description="candidates trained by the whole campaign (not used by pbt)"
+    )
+    ranks_per_group: PositiveInt = Field(
+        default=1, description="ranks that train one candidate together (an island)"
+    )
+    base: str | None = Field(
+        default=None, description="YAML file with the base spec (bare or a gan3d config)"
+    )
+    spec: GanSpec | None = Field(default=None, description="the base spec inline, instead of base")
+    space: list[GeneConfig] = Field(min_length=1, description="the genes searched over")
+    data: DataConfig = Field(default_factory=DataConfig, description="the showers trained on")
+    trainer: TrainerConfig = Field(
+        default_factory=TrainerConfig, description="how each member training runs"
+    )
+    budget: BudgetConfig = Field(
+        default_factory=BudgetConfig, description="how long each member trains"
+    )
+    fitness: FitnessConfig = Field(
+        default_factory=FitnessConfig, description="how a candidate is scored"
+    )
+    ga: GASearchConfig = Field(default_factory=GASearchConfig, description="backend: ga")
+    optuna: OptunaSearchConfig = Field(
+        default_factory=OptunaSearchConfig, description="backend: optuna"
+    )
+    campaign: CampaignConfig = Field(
+        default_factory=CampaignConfig, description="where the campaign directory goes"
+    )
+    pruning: PruningConfig = Field(
+        default_factory=PruningConfig, description="stopping weak candidates early"
+    )
+    final: FinalConfig = Field(
+        default_factory=FinalConfig, description="the significance test at the end"
+    )
+    pbt: PbtConfig = Field(default_factory=PbtConfig, description="backend: pbt")
 
     @model_validator(mode="before")
     @classmethod

@@ -12,65 +12,105 @@ from evogan.errors import ConfigError
 
 
 class TrainerConfig(StrictModel):
-    """How one GAN training runs: ``epochs`` of ``steps_per_epoch`` steps on ``batch_size``
-    showers, and how ranks share the work; see docs/parallel.md for choosing a mode.
+    """How one GAN training runs: its length and batches, how ranks share the work, how the
+    passes run and validation during training; see docs/parallel.md for choosing a mode.
 
     ``sync``: every rank holds identical replicas of both networks and gradients are averaged
     with all-reduce each step. ``arar`` (SAGIPS): every rank keeps its own discriminator and
     sends its generator gradients around a ring without waiting; ``group_size`` ranks form an
-    inner ring used every step, their leaders an outer ring fed every ``outer_every`` epochs;
-    ``rma`` moves the inner ring into MPI one-sided windows. ``ring_buffers`` says where the
-    rings' payloads live: ``host`` (numpy arrays; a GPU run copies gradients through host
-    memory), ``device`` (torch tensors on the training device handed to MPI directly, which on
-    a GPU needs a CUDA-aware MPI), ``auto`` (``device`` on GPUs when the MPI says it is
-    CUDA-aware and ``rma`` is off, else ``host``).
-
-    ``backend`` carries the sync all-reduce: ``mpi`` (host buffers, any MPI), ``gloo`` or
-    ``nccl`` (torch.distributed, set up from the MPI communicator, all-reduce overlapped with
-    the backward pass), ``auto`` (nccl for more than one rank on CUDA when torch has NCCL, else
-    mpi). ``overlap``: the ``mpi`` backend starts a non-blocking ``Iallreduce`` per bucket from
-    gradient hooks during the backward pass, as gloo and NCCL always do (CPU only).
-    ``precision``, ``channels_last``, ``compile`` and ``convolution`` (``direct`` or ``fft``)
-    choose how the G and D forward passes run (:mod:`evogan.gan3d.model.precision`).
+    inner ring used every step, their leaders an outer ring fed every ``outer_every`` epochs.
+    ``ring_buffers: device`` hands torch tensors on the GPU to MPI directly, which needs a
+    CUDA-aware MPI. The ``gloo`` and ``nccl`` backends (torch.distributed, set up from the MPI
+    communicator) overlap the all-reduce with the backward pass, as ``overlap`` makes the
+    ``mpi`` backend do on the CPU. How the forward passes run:
+    :mod:`evogan.gan3d.model.precision`.
 
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
-    set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
-    and keeps the best one (docs/gan.md). The scored and saved generators first get standing
-    batch-norm statistics from ``standing_batches`` training-sized batches (0: the running
-    averages as trained; :mod:`evogan.gan3d.training.standing_stats`). ``generator_average``:
-    the decay per step of an exponential moving average of the generator's weights that validations
-    score and saves write instead of the last step's weights (0: off; 0.995 averages over
-    about the last 200 steps once past the warm-up, over about the last ninth of the steps so
-    far before; :mod:`evogan.gan3d.training.weight_average`). ``lr_decay_from``: the fraction of the
-    ``epochs`` after which both learning rates fall linearly towards 0 at the last step (1: a
-    constant rate; :mod:`evogan.gan3d.training.lr_decay`).
+    set) scores rank 0's generator on held-out showers of the test split and keeps the best one
+    (docs/gan.md); the scored and saved generators get standing batch-norm statistics
+    (:mod:`evogan.gan3d.training.standing_stats`), and with ``generator_average`` they are an
+    exponential moving average of the generator's weights
+    (:mod:`evogan.gan3d.training.weight_average`; 0.995 averages over about the last 200 steps
+    once past the warm-up, over about the last ninth of the steps so far before). The learning
+    rates follow :mod:`evogan.gan3d.training.lr_decay`.
     """
 
-    mode: Literal["sync", "arar"] = "sync"
-    group_size: PositiveInt | Literal["node"] | None = None
-    outer_every: PositiveInt = 1
-    rma: bool = False
-    epochs: PositiveInt = 1
-    steps_per_epoch: PositiveInt | None = None
-    batch_size: PositiveInt | None = None
-    shuffle: bool = True
-    bucket_mb: float = Field(default=4.0, gt=0)
-    ring_depth: PositiveInt = 2
-    ring_buffers: Literal["auto", "host", "device"] = "auto"
-    device: Literal["cpu", "cuda"] = "cpu"
-    backend: Literal["auto", "mpi", "gloo", "nccl"] = "auto"
-    overlap: bool = False
-    precision: Literal["float32", "bf16"] = "float32"
-    channels_last: bool = False
-    compile: bool = False
-    convolution: Literal["direct", "fft"] = "direct"
-    validate_every: PositiveInt | None = None
-    validate_every_seconds: float | None = Field(default=None, gt=0)
-    validation_events: PositiveInt | None = None
-    validation_bins: PositiveInt = 5
-    standing_batches: NonNegativeInt = 100
-    generator_average: float = Field(default=0.0, ge=0, lt=1)
-    lr_decay_from: float = Field(default=1.0, ge=0, le=1)
+    mode: Literal["sync", "arar"] = Field(
+        default="sync", description="sync all-reduce, or SAGIPS asynchronous rings (arar)"
+    )
+    group_size: PositiveInt | Literal["node"] | None = Field(
+        default=None,
+        description="arar: ranks per inner ring; node: a node's ranks; null: all ranks",
+    )
+    outer_every: PositiveInt = Field(
+        default=1, description="arar: epochs between feeds of the leaders' outer ring"
+    )
+    rma: bool = Field(default=False, description="arar: the inner ring in MPI one-sided windows")
+    epochs: PositiveInt = Field(default=1, description="epochs of the training")
+    steps_per_epoch: PositiveInt | None = Field(
+        default=None, description="steps per epoch at most; null: every full batch of the shard"
+    )
+    batch_size: PositiveInt | None = Field(
+        default=None, description="showers per rank and step; null: the spec's batch_size"
+    )
+    shuffle: bool = Field(default=True, description="shuffle showers within each read chunk")
+    bucket_mb: float = Field(
+        default=4.0, gt=0, description="sync: MiB of gradients per all-reduce bucket"
+    )
+    ring_depth: PositiveInt = Field(
+        default=2, description="arar: gradient messages a rank may have in flight per ring"
+    )
+    ring_buffers: Literal["auto", "host", "device"] = Field(
+        default="auto",
+        description="arar: ring payloads in host or device memory; auto: device if CUDA-aware",
+    )
+    device: Literal["cpu", "cuda"] = Field(default="cpu", description="where the networks train")
+    backend: Literal["auto", "mpi", "gloo", "nccl"] = Field(
+        default="auto",
+        description="sync: what carries the all-reduce; auto: nccl on several GPUs, else mpi",
+    )
+    overlap: bool = Field(
+        default=False, description="sync, mpi, CPU: all-reduce buckets during the backward pass"
+    )
+    precision: Literal["float32", "bf16"] = Field(
+        default="float32", description="forward passes in float32 or bf16 autocast"
+    )
+    channels_last: bool = Field(
+        default=False, description="channels-last memory format for the 3D convolutions"
+    )
+    compile: bool = Field(default=False, description="torch.compile the forward passes")
+    convolution: Literal["direct", "fft"] = Field(
+        default="direct",
+        description="large-kernel convolutions computed directly or as FFT products",
+    )
+    validate_every: PositiveInt | None = Field(
+        default=None, description="epochs between validations; null: none by epoch"
+    )
+    validate_every_seconds: float | None = Field(
+        default=None, gt=0, description="seconds after which a validation is due; null: none"
+    )
+    validation_events: PositiveInt | None = Field(
+        default=None, description="held-out showers a validation scores; null: the test split"
+    )
+    validation_bins: PositiveInt = Field(
+        default=5, description="energy bins of the validation score"
+    )
+    standing_batches: NonNegativeInt = Field(
+        default=100,
+        description="batches for standing batch-norm statistics; 0: the running averages",
+    )
+    generator_average: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="decay per step of the generator's weight average; 0: off",
+    )
+    lr_decay_from: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="share of the epochs after which both learning rates fall linearly to 0",
+    )
 
     @model_validator(mode="after")
     def _mode_options(self) -> TrainerConfig:

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from evogan.config.data import DataConfig
-from evogan.config.search import MIN_TEST_EVENTS, SearchConfig
+from evogan.config.search import SearchConfig
+from evogan.config.search_sections import MIN_TEST_EVENTS
 from evogan.distributed.mpi import MPI
 from evogan.errors import ConfigError, DataError
 from evogan.gan3d.model.generate import generate_showers

@@ -29,37 +29,59 @@ ANGULAR_AXIS = 1
 
 
 class GanSpec(StrictModel):
-    """A complete, shape-checked 3DGAN architecture with its training hyper-parameters.
+    """A complete, shape-checked 3DGAN architecture with its training hyper-parameters,
+    written for a detector (without one: a Cartesian window of ``output_shape`` cells, as
+    specs were before detectors were values)."""
 
-    ``detector``: the calorimeter whose cells the generator fills (a shipped name or a binning
-    XML path); ``output_shape`` defaults to its grid. None: a Cartesian window of
-    ``output_shape`` cells (specs from before detectors were values). ``circular_padding``
-    (None: on for a cylindrical detector) pads the angular axis circularly."""
-
-    name: str = "gan3d"
-    detector: str | None = None
-    output_shape: Triple
-    circular_padding: bool | None = None
-    latent_size: PositiveInt
-    conditioning: ConditioningSpec = Field(default_factory=ConditioningSpec)
-    dense_seed: tuple[PositiveInt, PositiveInt, PositiveInt, PositiveInt]  # (C, X, Y, Z)
-    generator: list[GeneratorBlock] = Field(min_length=1)
-    discriminator: list[DiscriminatorBlock] = Field(min_length=1)
-    pooling: PoolingSpec = Field(default_factory=PoolingSpec)
-    heads: HeadsSpec = Field(default_factory=HeadsSpec)
-    loss_weights: LossWeights = Field(default_factory=LossWeights)
-    leaky_slope: float = Field(default=0.3, ge=0)  # Keras LeakyReLU default
-    batch_norm_eps: float = Field(default=1e-3, gt=0)
-    batch_norm_momentum: float = Field(default=0.01, gt=0, le=1)  # PyTorch convention
-    g_lr: float = Field(default=1e-3, gt=0)
-    d_lr: float = Field(default=1e-3, gt=0)
-    rmsprop_alpha: float = Field(default=0.9, gt=0, lt=1)  # Keras rho
-    rmsprop_eps: float = Field(default=1e-7, gt=0)
-    batch_size: PositiveInt = 64
-    label_flip: float = Field(default=0.05, ge=0, lt=0.5)
-    generator_steps: PositiveInt = 2
-    cell_scale: float = Field(default=1.0, gt=0)  # network cell = (cell_scale * GeV) ** power
-    cell_power: float | None = Field(default=None, gt=0)
+    name: str = Field(default="gan3d", description="the architecture's name in files and tables")
+    detector: str | None = Field(
+        default=None,
+        description="the calorimeter the generator fills (name or XML); null: data.detector's",
+    )
+    output_shape: Triple = Field(description="the generated cell grid; left out: the detector's")
+    circular_padding: bool | None = Field(
+        default=None, description="pad the angular axis circularly; null: on a cylinder"
+    )
+    latent_size: PositiveInt = Field(description="length of the latent vector with its conditions")
+    conditioning: ConditioningSpec = Field(
+        default_factory=ConditioningSpec, description="how energy and angle enter the latent"
+    )
+    dense_seed: tuple[PositiveInt, PositiveInt, PositiveInt, PositiveInt] = Field(
+        description="(C, X, Y, Z) of the dense layer's output, the first block's input"
+    )
+    generator: list[GeneratorBlock] = Field(
+        min_length=1, description="the generator's convolution blocks; the last has 1 filter"
+    )
+    discriminator: list[DiscriminatorBlock] = Field(
+        min_length=1, description="discriminator blocks"
+    )
+    pooling: PoolingSpec = Field(
+        default_factory=PoolingSpec, description="pooling after the discriminator's blocks"
+    )
+    heads: HeadsSpec = Field(default_factory=HeadsSpec, description="the discriminator's outputs")
+    loss_weights: LossWeights = Field(default_factory=LossWeights, description="the loss terms")
+    leaky_slope: float = Field(default=0.3, ge=0, description="leaky_relu's negative slope")
+    batch_norm_eps: float = Field(default=1e-3, gt=0, description="batch normalisation epsilon")
+    batch_norm_momentum: float = Field(
+        default=0.01, gt=0, le=1, description="batch normalisation momentum (PyTorch convention)"
+    )
+    g_lr: float = Field(default=1e-3, gt=0, description="the generator's learning rate")
+    d_lr: float = Field(default=1e-3, gt=0, description="the discriminator's learning rate")
+    rmsprop_alpha: float = Field(default=0.9, gt=0, lt=1, description="RMSprop's decay (Keras rho)")
+    rmsprop_eps: float = Field(default=1e-7, gt=0, description="RMSprop's epsilon")
+    batch_size: PositiveInt = Field(
+        default=64, description="showers per rank and step, unless trainer.batch_size"
+    )
+    label_flip: float = Field(
+        default=0.05, ge=0, lt=0.5, description="probability a real/fake label is flipped for D"
+    )
+    generator_steps: PositiveInt = Field(
+        default=2, description="generator updates per discriminator update"
+    )
+    cell_scale: float = Field(
+        default=1.0, gt=0, description="network cell = (cell_scale x GeV) ** cell_power"
+    )
+    cell_power: float | None = Field(default=None, gt=0, description="see cell_scale; null: 1")
 
     @model_validator(mode="before")
     @classmethod

@@ -21,37 +21,39 @@ class GeneratorBlock(StrictModel):
     order); ``noise`` adds per-cell Gaussian noise with a learned per-channel scale before the
     activation (:class:`evogan.gan3d.model.blocks.NoiseInjection`; not in the Keras originals)."""
 
-    filters: PositiveInt
-    kernel: Triple
-    padding: Literal["same", "valid"] = "valid"
-    zero_pad: PadTriple = (0, 0, 0)
-    upsample: Triple = (1, 1, 1)
-    activation: Activation = "relu"
-    batch_norm: bool = False
-    bias: bool = True
-    init: Init = "he_uniform"
-    noise: bool = False
+    filters: PositiveInt = Field(description="output channels of the convolution")
+    kernel: Triple = Field(description="convolution kernel (x, y, z)")
+    padding: Literal["same", "valid"] = Field(default="valid", description="Keras padding")
+    zero_pad: PadTriple = Field(default=(0, 0, 0), description="zeros added on each side first")
+    upsample: Triple = Field(default=(1, 1, 1), description="nearest-neighbour repetition first")
+    activation: Activation = Field(default="relu", description="activation after the convolution")
+    batch_norm: bool = Field(default=False, description="batch normalisation after the activation")
+    bias: bool = Field(default=True, description="the convolution has a bias")
+    init: Init = Field(default="he_uniform", description="initial draw of the weights")
+    noise: bool = Field(default=False, description="learned-scale Gaussian noise per cell")
 
 
 class DiscriminatorBlock(StrictModel):
     """ZeroPadding3D -> Conv3D -> activation -> [BatchNorm] -> [Dropout] (Keras order)."""
 
-    filters: PositiveInt
-    kernel: Triple
-    padding: Literal["same", "valid"] = "valid"
-    zero_pad: PadTriple = (0, 0, 0)
-    activation: Activation = "leaky_relu"
-    batch_norm: bool = False
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    bias: bool = True
-    init: Init = "glorot_uniform"
+    filters: PositiveInt = Field(description="output channels of the convolution")
+    kernel: Triple = Field(description="convolution kernel (x, y, z)")
+    padding: Literal["same", "valid"] = Field(default="valid", description="Keras padding")
+    zero_pad: PadTriple = Field(default=(0, 0, 0), description="zeros added on each side first")
+    activation: Activation = Field(
+        default="leaky_relu", description="activation after the convolution"
+    )
+    batch_norm: bool = Field(default=False, description="batch normalisation after the activation")
+    dropout: float = Field(default=0.0, ge=0, lt=1, description="dropout rate at the block's end")
+    bias: bool = Field(default=True, description="the convolution has a bias")
+    init: Init = Field(default="glorot_uniform", description="initial draw of the weights")
 
 
 class PoolingSpec(StrictModel):
     """Pooling between the last discriminator block and the flatten."""
 
-    kind: Literal["avg", "max"] = "avg"
-    size: Triple = (2, 2, 2)
+    kind: Literal["avg", "max"] = Field(default="avg", description="average or max pooling")
+    size: Triple = Field(default=(2, 2, 2), description="pooling window (x, y, z)")
 
 
 class ConditioningSpec(StrictModel):
@@ -64,10 +66,16 @@ class ConditioningSpec(StrictModel):
     the lowest decade.
     """
 
-    mode: Literal["concat", "multiply"] = "concat"
-    angle: bool = False
-    log_energy: bool = False
-    energy_scale: float = Field(default=100.0, gt=0)
+    mode: Literal["concat", "multiply"] = Field(
+        default="concat", description="conditions as latent entries, or scaling the draws"
+    )
+    angle: bool = Field(default=False, description="the incident angle is a condition (concat)")
+    log_energy: bool = Field(
+        default=False, description="ln(E / energy_scale) is a further condition (concat)"
+    )
+    energy_scale: float = Field(
+        default=100.0, gt=0, description="energies (GeV) enter as E / energy_scale"
+    )
 
     @property
     def slots(self) -> int:
@@ -84,10 +92,12 @@ class HeadsSpec(StrictModel):
     (e.g. a depth that does not grow with ln E), which the unconditional head cannot.
     """
 
-    energy: bool = True
-    ecal_sum: bool = True
-    angle: bool = False
-    conditional: bool = False
+    energy: bool = Field(default=True, description="a trainable head regressing the energy")
+    ecal_sum: bool = Field(default=True, description="the fixed sum of the image's cells")
+    angle: bool = Field(default=False, description="the fixed angle measured from the image")
+    conditional: bool = Field(
+        default=False, description="the real/fake head is a projection discriminator"
+    )
 
 
 class LossWeights(StrictModel):
@@ -101,10 +111,16 @@ class LossWeights(StrictModel):
     shower, so they do not shrink the shower-to-shower spread the way a per-shower target would.
     """
 
-    real_fake: float = Field(default=3.0, ge=0)
-    energy: float = Field(default=0.1, ge=0)
-    angle: float = Field(default=25.0, ge=0)
-    ecal_sum: float = Field(default=0.1, ge=0)
-    width: float = Field(default=0.0, ge=0)
-    sampling_fraction: float = Field(default=0.0, ge=0)
-    hits: float = Field(default=0.0, ge=0)
+    real_fake: float = Field(default=3.0, ge=0, description="binary cross-entropy, real or fake")
+    energy: float = Field(default=0.1, ge=0, description="MAPE of the energy head")
+    angle: float = Field(default=25.0, ge=0, description="MAE of the angle head")
+    ecal_sum: float = Field(default=0.1, ge=0, description="MAPE of the ECAL sum")
+    width: float = Field(
+        default=0.0, ge=0, description="generator: batch mean transverse width against the data"
+    )
+    sampling_fraction: float = Field(
+        default=0.0, ge=0, description="generator: batch mean ECAL sum / energy against the data"
+    )
+    hits: float = Field(
+        default=0.0, ge=0, description="generator: batch mean count of hit cells against the data"
+    )
