@@ -1,4 +1,5 @@
-"""Every command in README.md's fenced bash blocks, run as written at tiny size.
+"""Every command in the fenced bash blocks of README.md and docs/getting-started.md (its
+workflows in one screen), run as written at tiny size.
 
 The commands run in order in one scratch directory (a copy of ``configs/``), as a user would
 type them: sizes shrink only through ``--set`` on configs (events, epochs, candidates, and the
@@ -37,6 +38,7 @@ from evogan.errors import EXIT_STOPPED, EvoganError
 from tests.conftest import REPO, mpi_env, rank_pids, run_launched, start_launched
 
 README = REPO / "README.md"
+GETTING_STARTED = REPO / "docs" / "getting-started.md"
 RANKS = 2
 TIMEOUT_S = 300
 
@@ -307,7 +309,7 @@ def _failure(argv: list[str], code: int | None, expect: int, out: str, err: str)
     return f"`{shlex.join(argv)}` exited {code}, expected {expect}:\n{tail}"
 
 
-COMMANDS = readme_commands(README.read_text())
+COMMANDS = readme_commands(README.read_text() + GETTING_STARTED.read_text())
 
 
 @pytest.fixture(scope="module")
