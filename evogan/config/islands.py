@@ -21,8 +21,8 @@ class MigrationConfig(StrictModel):
     neighbours along ``topology`` (``matrix``: an N x N list of migrant counts); ``policy`` says
     how immigrants enter, ``mode`` whether islands wait for each other, ``send`` how weight
     genomes travel. One shape for every island model: the regressor's islands and the
-    architecture search's GA, which refuses the options it cannot use (see docs/cluster.md for
-    choosing them)."""
+    architecture search's GA, which refuses the options it cannot use (see
+    docs/explanation/parallel.md for choosing them)."""
 
     renamed_keys: ClassVar[dict[str, str]] = {"interval": "every", "k": "migrants"}
 

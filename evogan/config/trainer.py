@@ -13,7 +13,7 @@ from evogan.errors import ConfigError
 
 class TrainerConfig(StrictModel):
     """How one GAN training runs: ``epochs`` of ``steps_per_epoch`` steps on ``batch_size``
-    showers, and how ranks share the work; see docs/parallel.md for choosing a mode.
+    showers, and how ranks share the work; see docs/explanation/parallel.md for choosing a mode.
 
     ``sync``: every rank holds identical replicas of both networks and gradients are averaged
     with all-reduce each step. ``arar`` (SAGIPS): every rank keeps its own discriminator and
@@ -35,8 +35,8 @@ class TrainerConfig(StrictModel):
 
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
     set) scores rank 0's generator on ``validation_events`` held-out showers of the test split
-    and keeps the best one (docs/gan.md). The scored and saved generators first get standing
-    batch-norm statistics from ``standing_batches`` training-sized batches (0: the running
+    and keeps the best one (docs/tutorials/gan.md). The scored and saved generators first get
+    standing batch-norm statistics from ``standing_batches`` training-sized batches (0: the running
     averages as trained; :mod:`evogan.gan3d.training.standing_stats`). ``generator_average``:
     the decay per step of an exponential moving average of the generator's weights that validations
     score and saves write instead of the last step's weights (0: off; 0.995 averages over
