@@ -1,7 +1,7 @@
 """evogan: evolutionary and meta-optimisation of calorimeter fast-simulation networks.
 
-The package root exports the names of the Python API (docs/api.md): the evolution engine
-(strategies, problems, random streams, results), the generic :class:`ModuleProblem` for one's
+The package root exports the names of the Python API (docs/tutorials/python-api.md): the evolution
+engine (strategies, problems, random streams, results), the generic :class:`ModuleProblem` for one's
 own torch module and arrays, the regressor and 3DGAN entry points, the physics score, run
 directories and config loading. Names are resolved on first use (PEP 562), so ``import evogan``
 stays cheap (the CLI starts without torch) and the root imports no subpackage.

@@ -1,7 +1,7 @@
 """Run every evogan benchmark in sequence and keep their logs.
 
 Each benchmark prints its own figures and the ratios to its targets, measured in one run (see
-docs/benchmarks.md). They run one after another so that they do not compete for the cores.
+docs/performance.md). They run one after another so that they do not compete for the cores.
 
     python scripts/bench.py                 # everything (tens of minutes on 2 cores)
     python scripts/bench.py --quick         # shorter versions
@@ -105,7 +105,7 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             "--out",
             str(out / "peers.json"),
         ],
-        "scaling": [  # docs/scaling.md
+        "scaling": [  # docs/explanation/scaling.md
             py,
             str(SCRIPTS / "bench_scaling.py"),
             "--out",

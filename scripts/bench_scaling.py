@@ -1,5 +1,5 @@
 """Scaling on paper and in simulation: measured per-message costs, a model to 1,024 ranks, and
-a check of the model against real evogan runs at a few ranks (docs/scaling.md).
+a check of the model against real evogan runs at a few ranks (docs/explanation/scaling.md).
 
 1. per-message costs (real mpi4py under real ``mpirun``): ping-pong latency/bandwidth from 32 B
    to the 3DGAN generator's gradient size at 2 ranks, fitted to ``alpha + n * beta``; one

@@ -91,7 +91,7 @@ DETECTOR_ENERGIES = (1, 2, 5, 10, 50, 100, 500, 1000)
 
 
 def detector_physics(per_energy: int, seed: int, name: str) -> None:
-    """The checks of docs/physics.md section 7 for ``name``: sampling fraction over the
+    """The checks of docs/explanation/physics.md section 7 for ``name``: sampling fraction over the
     nominal one, shower maximum against GFLASH, containment within 1 and 2 Moliere radii."""
     detector = detector_for(name)
     rng = np.random.default_rng(seed)

@@ -4,7 +4,7 @@ A message of ``n`` bytes costs ``alpha + n * beta`` (Hockney's model: ``alpha`` 
 ``beta`` the inverse bandwidth), measured by ping-pong; local copies cost ``copy`` and float32
 sums ``add`` seconds per byte. From these and a measured compute time the functions below
 predict what one unit of work (a generation, a training step) costs at ``P`` ranks, following
-the messages the code actually sends (docs/scaling.md derives each formula):
+the messages the code actually sends (docs/explanation/scaling.md derives each formula):
 
 - :func:`migration_generation`: island migration (:class:`evogan.islands.migration.Migration`)
   and the async stop agreement (:class:`evogan.distributed.signals.StopAgreement`);

@@ -7,7 +7,7 @@ showers over that of synthetic showers for the same primaries (uniform in the ru
 range), with the generator in train mode on batches of the training size per rank, as the
 generator's batch terms see it during training; with its standard error over batches. Two
 snapshots of one training that differ by more than their errors show the step-to-step
-oscillation that ``trainer.generator_average`` averages out (docs/gan.md).
+oscillation that ``trainer.generator_average`` averages out (docs/tutorials/gan.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Score known damage to a synthetic shower set against the independent-sample floor.
 
-The evidence that the selection score ranks generators correctly (docs/validation.md): a
+The evidence that the selection score ranks generators correctly (docs/explanation/validation.md): a
 reference and an independent sample of the same physics are drawn from the synthetic GFLASH
 generator, the sample is damaged by every distortion of :mod:`evogan.physics.distortions`, and
 each damaged copy is scored. Prints a Markdown table::

@@ -1,4 +1,4 @@
-"""docs/api.md runs as written, and every name the package root exports imports."""
+"""docs/tutorials/python-api.md runs as written, and every name the package root exports imports."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 import evogan
 from tests.conftest import REPO
 
-API = REPO / "docs" / "api.md"
+PAGE = "docs/tutorials/python-api.md"
+API = REPO / PAGE
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -34,9 +35,9 @@ def test_every_python_example_of_the_api_page_runs_in_order(tmp_path, monkeypatc
         (folder / "configs").symlink_to(REPO / "configs")  # the page's paths are repo-relative
         monkeypatch.chdir(folder)
         try:
-            exec(compile(code, f"docs/api.md python block {number}", "exec"), namespace)
+            exec(compile(code, f"{PAGE} python block {number}", "exec"), namespace)
         except Exception as exc:
-            raise AssertionError(f"docs/api.md python block {number} failed: {exc!r}") from exc
+            raise AssertionError(f"{PAGE} python block {number} failed: {exc!r}") from exc
 
 
 def test_every_exported_name_imports() -> None:

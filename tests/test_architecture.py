@@ -1,5 +1,5 @@
 """The package's shape, checked from source: no import circles, no import up the layer table of
-docs/architecture.md, short modules and functions, and a docstring on every package.
+docs/explanation/architecture.md, short modules and functions, and a docstring on every package.
 
 Imports are read with :mod:`ast`, so imports inside functions and under ``TYPE_CHECKING`` count
 as much as module-level ones: any of them runs the imported module when reached. Importing
@@ -24,7 +24,7 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 REASON = "Long because"
 """A function over MAX_FUNCTION_LINES lines passes when its docstring contains this phrase."""
-ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+ARCHITECTURE = PACKAGE.parent / "docs" / "explanation" / "architecture.md"
 LAYER_TABLE = "## What each package may import"
 """The heading of the layer table in ARCHITECTURE."""
 EVERYTHING = "everything"

@@ -1,5 +1,5 @@
-"""The communication cost model of docs/scaling.md (``scripts/cost_model.py``, beside the
-benchmark it serves): fit, allreduce algorithms, the three modes."""
+"""The communication cost model of docs/explanation/scaling.md (``scripts/cost_model.py``,
+beside the benchmark it serves): fit, allreduce algorithms, the three modes."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def test_amx_flag_is_read_from_the_cpu_flags_line(tmp_path: Path) -> None:
 
 AMX_HINT = (
     "this CPU has AMX bf16 tiles: trainer.precision: bf16 trains 1.7-2.7x faster, to the same "
-    "validation score within seed noise (docs/parallel.md)"
+    "validation score within seed noise (docs/explanation/parallel.md)"
 )
 
 

@@ -3,7 +3,7 @@
 
 The kernels run here under Triton's interpreter (``TRITON_INTERPRET=1``, CPU tensors), which
 executes the same program a GPU compiles; speed is measured on a GPU by
-``scripts/bench_gan.py`` (docs/benchmarks.md).
+``scripts/bench_gan.py`` (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The kernel runs here under Triton's interpreter (``TRITON_INTERPRET=1``, CPU tensors), which
 executes the same program a GPU compiles; speed is measured on a GPU by
-``scripts/bench_ga_gpu.py`` (docs/benchmarks.md).
+``scripts/bench_ga_gpu.py`` (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -58,6 +58,6 @@ def test_only_world_rank_0_says_a_hint_before_mpi_starts_and_from_each_rank_grou
     assert [line for line in said if "MPI" in line or "AMX" in line] == [
         "evogan: hint: said before MPI starts",
         "evogan: hint: this CPU has AMX bf16 tiles: trainer.precision: bf16 trains 1.7-2.7x "
-        "faster, to the same validation score within seed noise (docs/parallel.md)",
+        "faster, to the same validation score within seed noise (docs/explanation/parallel.md)",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["group-0", "group-1"]

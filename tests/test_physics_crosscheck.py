@@ -18,7 +18,8 @@
   general matrix square root, and the extrapolation: jetnet fits FD = a + b / N with a
   bounded to >= 0 (scipy ``curve_fit``) on features divided by the reference's largest |value|,
   evogan fits it unbounded (a may be < 0) on features standardised with the reference's mean
-  and standard deviation (docs/validation.md): the same straight line, another feature scale.
+  and standard deviation (docs/explanation/validation.md): the same straight line, another feature
+  scale.
 """
 
 from __future__ import annotations

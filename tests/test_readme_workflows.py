@@ -1,4 +1,5 @@
-"""Every command in README.md's fenced bash blocks, run as written at tiny size.
+"""Every command in the fenced bash blocks of README.md and docs/getting-started.md (its
+workflows in one screen), run as written at tiny size.
 
 The commands run in order in one scratch directory (a copy of ``configs/``), as a user would
 type them: sizes shrink only through ``--set`` on configs (events, epochs, candidates, and the
@@ -8,7 +9,7 @@ expand as a shell would. A ``--resume RUN`` line is run after its run was stoppe
 (exit 75), as at the end of an allocation, and must then finish (exit 0). Lines that cannot run
 here are skipped by a named rule, each reported as a skipped test with its reason.
 
-The commands in docs/*.md are checked without running them (they are the README's workflows at
+The commands in docs/ are checked without running them (they are the README's workflows at
 cluster size, or walkthroughs): each must parse, keep the one ``--resume RUN`` grammar, and
 name configs and ``--set`` keys that exist.
 """
@@ -37,6 +38,7 @@ from evogan.errors import EXIT_STOPPED, EvoganError
 from tests.conftest import REPO, mpi_env, rank_pids, run_launched, start_launched
 
 README = REPO / "README.md"
+GETTING_STARTED = REPO / "docs" / "getting-started.md"
 RANKS = 2
 TIMEOUT_S = 300
 
@@ -307,7 +309,7 @@ def _failure(argv: list[str], code: int | None, expect: int, out: str, err: str)
     return f"`{shlex.join(argv)}` exited {code}, expected {expect}:\n{tail}"
 
 
-COMMANDS = readme_commands(README.read_text())
+COMMANDS = readme_commands(README.read_text() + GETTING_STARTED.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -335,11 +337,15 @@ def test_readme_command(outcomes: list[Outcome], index: int) -> None:
 
 
 def docs_commands() -> list[tuple[str, list[str]]]:
-    """``(doc, evogan arguments)`` of every evogan command line in docs/*.md's fenced blocks
-    (launchers dropped; argument synopses with ``[...]`` are not commands)."""
+    """``(doc, evogan arguments)`` of every evogan command line in the fenced blocks of docs/
+    (launchers dropped; argument synopses with ``[...]`` are not commands). docs/history/ is
+    left out: it records commands as they were run on their day."""
     found = []
-    for doc in sorted((REPO / "docs").glob("*.md")):
-        for block in re.findall(r"```[a-z]*\n(.*?)```", doc.read_text(), flags=re.S):
+    for path in sorted((REPO / "docs").rglob("*.md")):
+        doc = str(path.relative_to(REPO / "docs"))
+        if doc.startswith("history/"):
+            continue
+        for block in re.findall(r"```[a-z]*\n(.*?)```", path.read_text(), flags=re.S):
             for line in block.replace("\\\n", " ").splitlines():
                 line = re.sub(r"\s+#.*$", "", line).strip().removesuffix("&").strip()
                 command = re.match(r"(mpirun|srun|evogan) ", line) and "[" not in line
@@ -347,7 +353,7 @@ def docs_commands() -> list[tuple[str, list[str]]]:
                 if words and words[0] in ("mpirun", "srun") and "evogan" in words:
                     words = words[words.index("evogan") :]
                 if words and words[0] == "evogan":
-                    found.append((doc.name, words[1:]))
+                    found.append((doc, words[1:]))
     return found
 
 

@@ -108,7 +108,7 @@ def test_the_sampling_scheme_per_detector() -> None:
 )
 def test_physics_checks_per_detector(name: str) -> None:
     """Sampling fraction against the nominal one, the longitudinal maximum against GFLASH,
-    containment against the Moliere radius (docs/physics.md section 7)."""
+    containment against the Moliere radius (docs/explanation/physics.md section 7)."""
     detector = detector_for(name)
     for energy in (10.0, 100.0):
         showers = generate_showers(

@@ -3,8 +3,8 @@ primary energies and angles drawn from the ranges it was trained on (or the ones
 energies uniformly, or uniformly in log E with ``--log-uniform``), or at
 those of given showers in order (``--conditions-from``), for shower-by-shower comparisons.
 
-The generator runs on ``--device`` (0.28 ms/shower for the 51x51x25 spec on one H100 at batch
-512; docs/benchmarks.md); its noise is drawn on the CPU, so a seed gives the same showers on
+The generator runs on ``--device`` (a GPU generates far faster than a CPU; docs/performance.md
+has the rates); its noise is drawn on the CPU, so a seed gives the same showers on
 every device up to float32 rounding. Writes the layout of the generator's detector (the
 spec's; a window without one: the shipped Cartesian detector of its shape): for a Cartesian
 grid the evogan data layout (``ECAL`` in GeV, ``energy``, ``theta``, ``sum``; ``ecal_units =
@@ -36,7 +36,7 @@ CONVOLUTIONS = ("direct", "fft")
 
 # Conditions drawn for a generator file that records no training ranges
 # (:mod:`evogan.gan3d.model.conditions`): the 2-500 GeV of the data sets and the 60-120 degrees of
-# the variable-angle one (docs/physics.md section 1).
+# the variable-angle one (docs/explanation/physics.md section 1).
 DEFAULT_ENERGY_RANGE = (2.0, 500.0)
 DEFAULT_THETA_RANGE = (60.0, 120.0)
 
@@ -90,7 +90,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         "--convolution",
         choices=CONVOLUTIONS,
         help="the generator's large-kernel convolutions: fft (the default on GPUs, faster "
-        "there; docs/parallel.md) or direct (the default on CPUs)",
+        "there; docs/explanation/parallel.md) or direct (the default on CPUs)",
     )
     add_precision(parser)
     add_read_options(parser, "the --conditions-from files")

@@ -111,7 +111,7 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
         choices=("float32", "bf16"),
         default="float32",
         help="float32 (default) or bf16: the generator under bfloat16 autocast, 2-3x faster on "
-        "CPUs with AMX; cells keep bf16's 8 bits (docs/gan.md)",
+        "CPUs with AMX; cells keep bf16's 8 bits (docs/tutorials/gan.md)",
     )
 
 
@@ -124,7 +124,7 @@ def hint_precision(args: argparse.Namespace, device: str = "cpu") -> None:
     if bf16_faster_here(device, args.precision):
         hint(
             "this CPU has AMX bf16 tiles: --precision bf16 generates 2-3x faster, with scores "
-            "within 0.01 of float32 (docs/gan.md)"
+            "within 0.01 of float32 (docs/tutorials/gan.md)"
         )
 
 
@@ -192,7 +192,7 @@ def add_resume_options(parser: argparse.ArgumentParser, config_help: str) -> Non
         type=Path,
         metavar="RUN",
         help="continue RUN with its own config.yaml (same mpirun -n); --set only for "
-        "resume-safe keys (docs/cluster.md)",
+        "resume-safe keys (docs/howto/resume.md)",
     )
     parser.add_argument(
         "--force",

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from evogan.physics import Reference
 
 PUBLISHED_SOURCE = "arXiv:2410.21611 results files, on Geant4 data (not evogan's reference)"
-PUBLISHED = {  # AUC low, AUC high, FPD x 10^3 (docs/validation.md)
+PUBLISHED = {  # AUC low, AUC high, FPD x 10^3 (docs/explanation/validation.md)
     "calochallenge-2": (
         ("Geant4 vs Geant4", 0.50, 0.50, 10.8),
         ("CaloDREAM", 0.531, 0.521, 24.6),

@@ -23,7 +23,7 @@ class MigrationConfig(StrictModel):
     """How islands exchange candidates: every ``every`` generations each island sends its
     ``migrants`` best along ``topology``. One shape for every island model: the regressor's
     islands and the architecture search's GA, which refuses the options it cannot use (see
-    docs/cluster.md for choosing them)."""
+    docs/explanation/parallel.md for choosing them)."""
 
     renamed_keys: ClassVar[dict[str, str]] = {"interval": "every", "k": "migrants"}
 

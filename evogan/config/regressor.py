@@ -19,7 +19,8 @@ Schedule = Literal["constant", "step", "exponential"]
 
 
 class RegressorModelConfig(StrictModel):
-    """Conv2d -> ReLU -> pooling -> Linear, as in the GA study (docs/physics.md section 5)."""
+    """Conv2d -> ReLU -> pooling -> Linear, as in the GA study (docs/explanation/physics.md,
+    section 5)."""
 
     filters: PositiveInt = Field(default=8, description="output channels of the convolution")
     kernel: PositiveInt = Field(default=5, description="side of the square convolution kernel")

@@ -5,7 +5,7 @@ A campaign samples genomes from a search ``space`` (genes that set values of a b
 data-parallel trainer with one rank group, scores it by physics validation over an ensemble of
 ``fitness.members`` trainings, and searches with a GA (``backend: ga``, islands of rank groups),
 Optuna (``backend: optuna``, one rank owns the study) or Population Based Training
-(``backend: pbt``, one worker per rank group, trained in segments). See docs/search.md.
+(``backend: pbt``, one worker per rank group, trained in segments). See docs/explanation/search.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from evogan.errors import ConfigError
 
 class TrainerConfig(StrictModel):
     """How one GAN training runs: its length and batches, how ranks share the work, how the
-    passes run and validation during training; see docs/parallel.md for choosing a mode.
+    passes run and validation during training; see docs/explanation/parallel.md for choosing a mode.
 
     ``sync``: every rank holds identical replicas of both networks and gradients are averaged
     with all-reduce each step. ``arar`` (SAGIPS): every rank keeps its own discriminator and
@@ -27,7 +27,7 @@ class TrainerConfig(StrictModel):
 
     Validation during training (off unless ``validate_every`` or ``validate_every_seconds`` is
     set) scores rank 0's generator on held-out showers of the test split and keeps the best one
-    (docs/gan.md); the scored and saved generators get standing batch-norm statistics
+    (docs/tutorials/gan.md); the scored and saved generators get standing batch-norm statistics
     (:mod:`evogan.gan3d.training.standing_stats`), and with ``generator_average`` they are an
     exponential moving average of the generator's weights
     (:mod:`evogan.gan3d.training.weight_average`; 0.995 averages over about the last 200 steps

@@ -1,4 +1,5 @@
-"""The public 3DGAN HDF5 layouts (docs/physics.md section 1), the CaloChallenge one and evogan's.
+"""The public 3DGAN HDF5 layouts (docs/explanation/physics.md section 1), the CaloChallenge one and
+evogan's.
 
 ``fixed25`` (a), ``raw51`` (b) and ``processed51`` (c) are the public files; ``evogan`` is what
 evogan writes for a Cartesian detector (synthetic sets, GAN samples): any cell shape,

@@ -1,10 +1,10 @@
 """Turning showers into network inputs: 2D projections, cell scaling, energy targets.
 
 The regressor of the GA study sees a 2D image per shower: the 3D cells summed over one
-transverse axis, keeping the longitudinal development (docs/physics.md section 5); which axis
-follows the detector (:mod:`evogan.detectors.projection`: ``y`` of a Cartesian grid, the angular
-bins of a cylindrical one). Arrays for it are built by streaming the data set, so memory holds
-the projections only (51 x 25 floats per event instead of 51 x 51 x 25), and kept in the cache
+transverse axis, keeping the longitudinal development (docs/explanation/physics.md section 5); which
+axis follows the detector (:mod:`evogan.detectors.projection`: ``y`` of a Cartesian grid, the
+angular bins of a cylindrical one). Arrays for it are built by streaming the data set, so memory
+holds the projections only (51 x 25 floats per event instead of 51 x 51 x 25), and kept in the cache
 for the next run (:mod:`evogan.data.projections`).
 """
 

@@ -1,7 +1,7 @@
 """The detectors evogan knows by name, and ``data.detector: NAME | PATH`` resolved to one.
 
-Geometry facts and their sources are in docs/physics.md section 7; values marked "assumed" there
-are not published with the datasets and only set the synthetic generator's scale.
+Geometry facts and their sources are in docs/explanation/physics.md section 7; values marked
+"assumed" there are not published with the datasets and only set the synthetic generator's scale.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def _atlas(layers: dict[int, tuple[tuple[float, ...], int]]) -> CylindricalBinni
 def _par04_materials(layers: int) -> Materials:
     """Geant4 Par04 (CaloChallenge datasets 2 and 3): each readout layer is two pairs of 1.4 mm
     tungsten and 0.3 mm silicon; the sampling fraction is derived, not published: the MIP
-    fraction of that stack times the e/mip of the CLIC calibration (docs/physics.md section 7)."""
+    fraction of that stack times the e/mip of the CLIC calibration (docs/explanation/physics.md
+    section 7)."""
     return Materials(
         **TUNGSTEN, absorber_mm=(2.8,) * layers, active_mm=0.6, sampling_fraction=0.025
     )

@@ -103,8 +103,8 @@ class NetworkSetup:
     """The challenge's DNN classifier, sized for a CPU: fully connected layers with LeakyReLU,
     Adam, binary cross-entropy on logits, and early stopping on the validation loss. The
     challenge uses three layers of 512 for up to 50 epochs on a GPU; three of 128 and a larger
-    step keep 10k showers per side within minutes on two cores (docs/validation.md), at the
-    price of a network that may see less than the challenge's. Training stops after ``patience``
+    step keep 10k showers per side within minutes on two cores (docs/explanation/validation.md), at
+    the price of a network that may see less than the challenge's. Training stops after ``patience``
     epochs that lower the validation loss by less than ``min_delta`` (a set told apart almost
     perfectly stops early, where the challenge's runs its epochs out)."""
 

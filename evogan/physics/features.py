@@ -2,7 +2,7 @@
 
 A shower set is condensed once into a :class:`FeatureTable` (one row per event), so the metrics,
 the floor (disjoint halves of the reference) and the figures never touch the cells again.
-Units (docs/validation.md):
+Units (docs/explanation/validation.md):
 
 - ``energy_ratio``: ECAL sum / primary energy (the sampling fraction), dimensionless;
 - ``centre_x_mm``, ``centre_y_mm``: energy-weighted centre relative to the window centre, mm

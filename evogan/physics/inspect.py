@@ -25,7 +25,8 @@ from evogan.progress import progress
 
 REFERENCE_EDGES_GEV = (2.0, 10.0, 50.0, 100.0, 200.0, 300.0, 400.0, 500.0)
 FALLBACK_BINS = 6
-# Sampling fraction vs primary energy from the group's Geant4 fit (docs/physics.md section 1).
+# Sampling fraction vs primary energy from the group's Geant4 fit (docs/explanation/physics.md
+# section 1).
 REFERENCE_SAMPLING_FRACTION = {
     2.0: 0.0220,
     10.0: 0.0220,
@@ -186,7 +187,7 @@ def format_report(report: dict[str, Any]) -> str:
             f"{span:>18}  {sf['count']:>7}  {_pm(sf, 4):>19}  {ref:>6.4f}  {_pm(smax, 2):>16}"
         )
     lines.append(
-        "(ref: the detector's nominal sampling fraction, docs/physics.md section 7)"
+        "(ref: the detector's nominal sampling fraction, docs/explanation/physics.md section 7)"
         if nominal
         else "(ref: Geant4 sampling fraction at the bin centre, interpolated)"
     )

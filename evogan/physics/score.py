@@ -1,7 +1,7 @@
 """The selection score: the one number model selection and architecture search minimise.
 
-Defined once, here (rationale in docs/validation.md). For generated showers G against the
-reference R, with the good events of G (neither empty nor non-finite) compared on the
+Defined once, here (rationale in docs/explanation/validation.md). For generated showers G against
+the reference R, with the good events of G (neither empty nor non-finite) compared on the
 high-level features of :mod:`evogan.physics.features`:
 
     base  = S_sep + S_auc + ln(1 + max(FPD, 0))

@@ -1,7 +1,7 @@
-"""The physics a synthetic set is checked against, in any detector (docs/physics.md section 7):
-the sampling fraction against the detector's nominal one, the depth of the longitudinal maximum
-against GFLASH's T = ln(E/Ec) - 0.858 for electrons, and the transverse containment within one
-and two Moliere radii (about 90% and 95% for an electromagnetic shower).
+"""The physics a synthetic set is checked against, in any detector (docs/explanation/physics.md
+section 7): the sampling fraction against the detector's nominal one, the depth of the longitudinal
+maximum against GFLASH's T = ln(E/Ec) - 0.858 for electrons, and the transverse containment within
+one and two Moliere radii (about 90% and 95% for an electromagnetic shower).
 
 Measured on the showers as the generator returns them (grid or flat), through the detector's
 voxel map, so a check fails when showers land in the wrong cells or the wrong materials shaped

@@ -2,7 +2,7 @@
 
 The selection score (:mod:`evogan.physics.score`) weighs whole distributions of every feature;
 these four means are what a physicist reads first and what the learning target of the small
-3DGAN is stated in (docs/gan.md, section 6). Per equal-count energy bin of the reference:
+3DGAN is stated in (docs/tutorials/gan.md, section 6). Per equal-count energy bin of the reference:
 the sampling fraction (E_sum / E_primary) within 10%, the longitudinal centre of gravity
 within 1 layer, the transverse width (mean of the x and y energy-weighted widths) within 20%,
 the hits above 3e-4 GeV within 25%. Training reports them at every validation next to the

@@ -2,7 +2,8 @@
 convolution output.
 
 Torch's convolution and its backward took 4.4 of the 5.6 ms of an RMSprop step at batch 128
-on one thread (the 51x25 projections, 8 filters of 5x5; docs/benchmarks.md), most of it
+on one thread (the 51x25 projections, 8 filters of 5x5; docs/history/benchmarks.md,
+"Gradient steps on fused C kernels"), most of it
 writing and reading the 8 x 47 x 21 outputs per event. Here the forward sums the rectified
 convolution into its pooling cells in registers and keeps one bit per output (whether the
 ReLU passed it); the backward reads those bits and meets each input pixel once per tap

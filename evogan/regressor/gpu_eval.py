@@ -36,7 +36,8 @@ def default_precision() -> str:
 
 # (rows, positions, events, warps) of one program, per precision. Fixed, not autotuned: the
 # tile decides the order of the sums, and a generation's fitness must not depend on a timing
-# race. Each the fastest of 16 compared on an H200 at 4,096 children (docs/benchmarks.md).
+# race. Each the fastest of 16 compared on an H200 at 4,096 children (docs/history/benchmarks.md,
+# "Compiled FFT steps, and a GA tile per precision").
 TILES = {"ieee": (256, 32, 16, 8), "tf32": (128, 32, 16, 4)}
 
 
@@ -111,7 +112,7 @@ def fused_rows(
 
     ``weight`` (rows, DEPTH), ``patches`` (events, DEPTH, positions), ``tail`` (rows,
     positions), all float32 on one device. ``precision``: one of :data:`PRECISIONS` (``tf32``:
-    about 6e-4 relative error of a prediction, 3x faster at 4,096 children; docs/benchmarks.md),
+    about 6e-4 relative error of a prediction, 3x faster at 4,096 children; docs/performance.md),
     by default :func:`default_precision`.
     """
     precision = precision or default_precision()

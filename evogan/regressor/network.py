@@ -131,7 +131,7 @@ def _pool_and_linear(
     Average pooling followed by the linear layer is one linear map of ``hidden``, so it runs
     as a matrix-vector product with the folded weight: no pooled tensor, and a backward pass
     of one outer product. An RMSprop step then takes about 0.6-0.7x the time it takes through
-    ``avg_pool2d`` (docs/benchmarks.md).
+    ``avg_pool2d`` (docs/history/benchmarks.md, "Average pooling folded into the linear layer").
     """
     if layout.pooling == "max":
         pooled = F.max_pool2d(hidden, layout.pool).flatten(1)

@@ -301,7 +301,7 @@ def _extension(keys: Sequence[str]) -> str:
     """How a finished run can be given more to do, e.g. "a larger --set ga.epochs", from the
     keys that extend its task."""
     if not keys:
-        return "a resume-safe --set (docs/cluster.md)"
+        return "a resume-safe --set (docs/howto/resume.md)"
     *first, last = keys
     return f"a larger --set {', '.join(first)} or {last}" if first else f"a larger --set {last}"
 

@@ -2,7 +2,7 @@
 
 Used by tests/test_data_parallel.py: R ranks with batch b must end with the weights of one
 process with batch R*b. Batch norm and dropout are switched off in the spec because their
-statistics and masks are per rank by nature (docs/parallel.md).
+statistics and masks are per rank by nature (docs/explanation/parallel.md).
 """
 
 from __future__ import annotations

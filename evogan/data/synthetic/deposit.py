@@ -3,7 +3,7 @@
 Sampling. The CLIC ECAL keeps its calibrated scheme: a thin layer turns
 ``VISIBLE_PER_ABSORBED`` of its absorbed energy into silicon signal, a thick layer (same silicon,
 twice the tungsten) half of that, so deeper, higher-energy showers sample less, as in the Geant4
-reference table (docs/physics.md section 1). Any other detector turns its nominal
+reference table (docs/explanation/physics.md section 1). Any other detector turns its nominal
 ``materials.sampling_fraction`` of every layer's absorbed energy into signal. A spot's layer is
 where its depth in X0 falls among the layer boundaries of ``materials``; deeper is leakage.
 

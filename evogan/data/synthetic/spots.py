@@ -1,5 +1,6 @@
-"""GFLASH energy spots (Grindhammer-Peters, hep-ex/0001020; docs/physics.md section 3): how many
-spots a shower has, its longitudinal shape, and how far each spot lies from the shower axis.
+"""GFLASH energy spots (Grindhammer-Peters, hep-ex/0001020; docs/explanation/physics.md section 3):
+how many spots a shower has, its longitudinal shape, and how far each spot lies from the shower
+axis.
 
 Everything is in the absorber's own units (depth in X0, radius in Moliere radii), so one model
 serves every detector: the materials give Z and the critical energy, the caller scales to mm.

@@ -1,9 +1,10 @@
 """Faster exact forms of a spec block's ``[upsample] -> [pad] -> Conv3d``.
 
 The 3DGAN's convolutions have 1-16 channels and kernels of up to 288 taps, a shape where GPU
-convolution libraries run their matrix units at a few percent (docs/benchmarks.md). Two forms
-compute the same function with far less work; both keep the block's layers and parameter names,
-so model files and checkpoints do not change:
+convolution libraries run their matrix units at a few percent (docs/history/benchmarks.md, "The
+3DGAN's convolutions as phases and FFTs"). Two forms compute the same function with far less
+work; both keep the block's layers and parameter names, so model files and checkpoints do not
+change:
 
 - **Phase form** of nearest upsampling by ``s`` followed by a convolution: each output cell
   reads a ``k``-wide window of the upsampled grid, which covers only ``J = (s + k - 2) // s + 1``
@@ -37,8 +38,8 @@ FFT_MIN_TAPS = 27  # from 27 taps the FFT form ran at least 1.5x float32 cuDNN (
 FFT_PRIMES = (2, 3, 5, 7)
 # The forward pass's input spectra are kept for the weight gradients rather than transformed
 # again: one real transform and one padding copy fewer per block and backward pass, 6% faster
-# steps on an H200 for 20-30% more GPU memory (docs/benchmarks.md). False: how
-# scripts/bench_gan.py times the other way.
+# steps on an H200 for 20-30% more GPU memory (docs/history/benchmarks.md, "Kept input
+# spectra"). False: how scripts/bench_gan.py times the other way.
 keep_spectra = True
 
 

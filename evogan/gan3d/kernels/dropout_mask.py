@@ -2,9 +2,10 @@
 
 torch draws a CPU generator's numbers on one thread; for the discriminator of the 51x51x25
 spec that was 8% of a bf16 training step on two cores, and it would be most of a step on a
-node of many cores (docs/benchmarks.md). ``_keep_mask.c`` hashes each element's index with a
-key drawn from the step's stream, the mask :func:`evogan.gan3d.model.blocks.counter_uniform` gives
-compiled, on any number of threads. It is built by :mod:`evogan.native` on first use.
+node of many cores (docs/history/benchmarks.md, "Dropout masks on every CPU thread").
+``_keep_mask.c`` hashes each element's index with a key drawn from the step's stream, the mask
+:func:`evogan.gan3d.model.blocks.counter_uniform` gives compiled, on any number of threads. It is
+built by :mod:`evogan.native` on first use.
 """
 
 from __future__ import annotations

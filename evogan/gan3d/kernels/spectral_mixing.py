@@ -5,9 +5,10 @@ product of the input's spectra (batch x in-channels) with the kernel's (in x out
 channels each. ``torch.einsum`` runs that as batched matrix products over frequencies, with
 copies into a frequency-major layout and back. The Triton kernels here read the spectra in the
 layout the FFTs write (frequency innermost, real and imaginary parts interleaved) and write
-the layout the inverse FFT reads. On an H100 (docs/benchmarks.md) the kernel gradient's
-product over the batch ran 1.3-5x faster than ``einsum``; the channel products ran up to 1.3x
-faster with 6-8 channels and 2-2.5x slower with 16 input channels. So, like cuDNN's
+the layout the inverse FFT reads. On an H100 (docs/history/benchmarks.md, "The FFT form's channel
+mixing and padding") the kernel gradient's product over the batch ran 1.3-5x faster than
+``einsum``; the channel products ran up to 1.3x faster with 6-8 channels and 2-2.5x slower with
+16 input channels. So, like cuDNN's
 autotuning, each product shape is timed in every form on its first use and the fastest form
 kept (:func:`chosen_forms` lists the choices); a form's sums run in a fixed order, but the
 choice, and with it float32 rounding, can differ between runs. A kernel that Triton cannot

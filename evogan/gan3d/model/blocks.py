@@ -143,11 +143,11 @@ class BatchNorm3d(nn.BatchNorm3d):
     """``nn.BatchNorm3d`` whose training-mode pass on a GPU is plain tensor arithmetic.
 
     With 1-16 channels of 10^5 cells each, cuDNN's batch norm kernels reduce each channel
-    with a few thread blocks and took 44% of a 3DGAN step on an H100 (docs/benchmarks.md);
-    ``var_mean`` and elementwise kernels spread over the whole GPU. Same statistics, same
-    running averages (biased variance to normalise, unbiased into ``running_var``), at least
-    float32 statistics under bf16 autocast. Other devices (``devices``) and eval mode keep the
-    library's kernels.
+    with a few thread blocks and took 44% of a 3DGAN step on an H100 (docs/history/benchmarks.md,
+    "The 3DGAN's convolutions as phases and FFTs"); ``var_mean`` and elementwise kernels spread over
+    the whole GPU. Same statistics, same running averages (biased variance to normalise, unbiased
+    into ``running_var``), at least float32 statistics under bf16 autocast. Other devices
+    (``devices``) and eval mode keep the library's kernels.
     """
 
     devices: tuple[str, ...] = ("cuda",)

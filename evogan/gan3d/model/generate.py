@@ -33,7 +33,7 @@ def generate_showers(
     drawn from ``rng``; the spec's cell transform is undone, so the output compares with data.
     ``on_batch(n)`` is called after each batch of ``n`` showers (progress displays).
     ``precision="bf16"`` runs the generator under bfloat16 autocast (2-3x faster on CPUs with
-    AMX, docs/benchmarks.md): its output cells keep bf16's 8 bits, and the cell transform is
+    AMX, docs/performance.md): its output cells keep bf16's 8 bits, and the cell transform is
     undone in float32.
     """
     device = next(generator.parameters()).device

@@ -5,7 +5,7 @@ Layout is PyTorch channels-first: the generator returns ``(N, 1, X, Y, Z)`` in *
 returns a dict of heads: ``real_fake`` (a logit; the sigmoid lives in the loss for numerical
 stability), ``energy`` (E / energy_scale regression), and the fixed, parameter-free
 ``ecal_sum`` and ``angle`` computed from the image after undoing the power transform, as in the
-Keras originals (docs/physics.md section 4).
+Keras originals (docs/explanation/physics.md section 4).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ both networks' forward in place (``nn.Module.compile``: parameter names, checkpo
 hooks stay as they are); where torch.compile does not work (no compiler, an unsupported Python)
 :func:`compile_problem` says why and the training runs eagerly. ``trainer.convolution: fft``
 runs the large-kernel convolutions as float32 FFT products
-(:mod:`evogan.gan3d.kernels.convolution`), which pays on GPUs and not on CPUs (docs/benchmarks.md).
+(:mod:`evogan.gan3d.kernels.convolution`), which pays on GPUs and not on CPUs (docs/performance.md).
 
 The defaults (float32, contiguous, eager, direct convolutions) are the reference every option
 is checked against (``tests/test_gan_precision.py``).
@@ -97,7 +97,7 @@ def check_bf16(device: str | torch.device, asked: str, fix: str) -> None:
 @functools.cache
 def cpu_has_amx_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether this CPU has AMX bf16 tiles, where bf16 autocast trains the 3DGAN 1.7-2.7x
-    faster than float32 (docs/benchmarks.md); False where the flags cannot be read."""
+    faster than float32 (docs/performance.md); False where the flags cannot be read."""
     try:
         text = cpuinfo.read_text()
     except OSError:

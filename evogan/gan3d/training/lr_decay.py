@@ -2,10 +2,10 @@
 
 With batches of 8-16 showers the generator's energy scale swings by 10-25% from step to step at
 a constant learning rate, so the snapshot a validation catches decides the saved model's scale
-(docs/benchmarks.md). Letting both learning rates fall linearly to zero over the last part of
-the training (as pix2pix and CycleGAN train) shrinks the swing while keeping a real generator,
-where weight averaging (:mod:`evogan.gan3d.training.weight_average`) scores an average of
-generators.
+(docs/history/benchmarks.md, "A 3DGAN that learns"). Letting both learning rates fall linearly to
+zero over the last part of the training (as pix2pix and CycleGAN train) shrinks the swing while
+keeping a real generator, where weight averaging (:mod:`evogan.gan3d.training.weight_average`)
+scores an average of generators.
 """
 
 from __future__ import annotations

@@ -130,12 +130,12 @@ def forward_options(
     if settings.convolution == "fft" and not gpu:
         hints.append(
             "trainer.convolution = 'fft' on CPUs runs slower than direct convolutions "
-            "(docs/benchmarks.md); it is the GPU setting"
+            "(docs/performance.md); it is the GPU setting"
         )
     if bf16_faster_here(device, settings.precision):
         hints.append(
             "this CPU has AMX bf16 tiles: trainer.precision: bf16 trains 1.7-2.7x faster, "
-            "to the same validation score within seed noise (docs/parallel.md)"
+            "to the same validation score within seed noise (docs/explanation/parallel.md)"
         )
     options = ForwardOptions(
         settings.precision, settings.channels_last, compiled, settings.convolution

@@ -4,8 +4,9 @@ its current weights before it is scored or saved.
 A generator trains in train mode, normalising each layer by the statistics of its own small
 batch, but is scored and used in eval mode with the running averages, which trail the weights
 by the last few dozen steps; on the small spec that gap alone moved the mean sampling fraction
-by +5% to +10% (docs/benchmarks.md). Averaging the batch statistics of many training-sized
-batches at the final weights (BigGAN's "standing statistics") closes most of it.
+by +5% to +10% (docs/history/benchmarks.md, "A 3DGAN that learns"). Averaging the batch
+statistics of many training-sized batches at the final weights (BigGAN's "standing statistics")
+closes most of it.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 ``discriminator_grads`` and ``generator_grads`` only fill ``.grad``; the caller steps the
 optimisers (``train_step`` does it for a single process). This follows the Keras originals
-(docs/physics.md section 4): the discriminator sees a real and a generated batch (separate
-forward passes, so each keeps its own batch-norm statistics) with real/fake labels flipped with
-probability ``spec.label_flip``, regresses E/100 (MAPE), and has fixed heads for the ECAL sum
+(docs/explanation/physics.md section 4): the discriminator sees a real and a generated batch
+(separate forward passes, so each keeps its own batch-norm statistics) with real/fake labels flipped
+with probability ``spec.label_flip``, regresses E/100 (MAPE), and has fixed heads for the ECAL sum
 (MAPE) and the measured angle (MAE); the generator is then trained ``spec.generator_steps``
 times against "real" labels, with the same energies, angles and ECAL-sum targets. Two
 documented differences from Keras: the two discriminator halves are averaged into one update

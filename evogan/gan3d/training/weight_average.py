@@ -4,10 +4,10 @@ the weights of the last step (``trainer.generator_average``).
 With batches of 8-16 showers the generator's overall energy scale swings from step to step: on
 the small spec two snapshots 70 steps apart differ by 10-25% in mean sampling fraction, so
 which snapshot a validation happens to catch decides the energy scale of the saved model
-(docs/benchmarks.md). Averaging the weights over the last few hundred steps (Yazici et al.,
-"The unusual effectiveness of averaging in GAN training", 2019) scores where the oscillation is
-centred instead. Batch-norm statistics are not averaged: validation recomputes them at the
-averaged weights (:mod:`evogan.gan3d.training.standing_stats`).
+(docs/history/benchmarks.md, "A 3DGAN that learns"). Averaging the weights over the last few hundred
+steps (Yazici et al., "The unusual effectiveness of averaging in GAN training", 2019) scores where
+the oscillation is centred instead. Batch-norm statistics are not averaged: validation recomputes
+them at the averaged weights (:mod:`evogan.gan3d.training.standing_stats`).
 """
 
 from __future__ import annotations
