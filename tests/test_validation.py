@@ -17,6 +17,7 @@ from matplotlib.image import imread
 from evogan.cli import main
 from evogan.data.synthetic import generate_showers, write_synthetic
 from evogan.data.writer import ShowerWriter
+from evogan.physics.targets import TOLERANCES
 from tests.conftest import evogan
 from tests.gan_fixtures import save_tiny_generator, tiny_campaign
 
@@ -73,6 +74,11 @@ def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_
     for name in ("separation", "classifier_auc", "fpd", "kpd", "sf_error", "bad_fraction"):
         assert set(report["metrics"][name]) == {"value", "error"}, name
     assert report["worst_features"] and "spectrum" in report["separation"]
+    targets = report["targets"]  # showers of one distribution meet every learning target
+    assert {(r["quantity"], r["bin"]) for r in targets} == {
+        (quantity, b) for quantity in TOLERANCES for b in range(3)
+    }
+    assert all(r["within"] for r in targets), [r for r in targets if not r["within"]]
     assert json.loads((out / "score.json").read_text())["score"] == report["score"]
     for png, width in (("features.png", 1200), ("profiles.png", 1200)):
         image = imread(out / png)

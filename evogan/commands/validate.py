@@ -121,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
     elif generated.is_dir():
         say(f"scoring {members[0]}")
     report, figures = _score(job, args)
+    from evogan.physics.targets import compare_targets
+
+    report["targets"] = compare_targets(figures["table"], reference.table, reference.edges)
     for note in job.notes:
         say(f"note: {note}")
     report["floor"] = _floor(reference)

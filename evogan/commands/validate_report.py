@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evogan.physics.targets import describe_targets, target_summary
+
 if TYPE_CHECKING:
     from evogan.physics import Reference
 
@@ -56,6 +58,8 @@ def print_summary(report: dict) -> None:
         print(
             "  worst features: " + ", ".join(f"{w['feature']} {w['separation']:.2f}" for w in worst)
         )
+    if "targets" in report:
+        print("  " + describe_targets(target_summary(report["targets"])))
     if "ensemble" in report:
         ens = report["ensemble"]
         print(
