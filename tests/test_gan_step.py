@@ -248,3 +248,21 @@ def test_the_soft_hit_count_follows_the_validation_hits_and_the_term_pulls_the_g
     assert metrics["g_hits"] > 0 and math.isfinite(metrics["g_loss"])
     assert metrics["g_hits_ratio"] > 0
     assert "g_hits" not in _step().train_step(*_batch(4))
+
+
+def test_a_cylinder_hit_term_counts_above_the_voxel_threshold_its_features_count_at() -> None:
+    """A cylindrical detector's hits are voxels above 1 keV (the CaloChallenge spectrum's
+    start), not the Cartesian 3e-4 GeV: the batch term follows the detector's count."""
+    from evogan.data.synthetic import synthesize
+    from evogan.detectors import detector_for
+    from evogan.gan3d.model.losses import batch_features
+    from evogan.physics.features import VOXEL_HIT_THRESHOLD
+
+    detector = detector_for("calochallenge-2")
+    ecal, energy, _ = next(synthesize(6, (1.0, 1000.0), 5, detector=detector, log_uniform=True))
+    cells = torch.from_numpy(ecal.reshape(6, *detector.grid_shape)).float()
+    hard = (ecal.reshape(6, -1) > VOXEL_HIT_THRESHOLD).sum(axis=1).astype(float)
+    found = batch_features(cells, torch.from_numpy(energy).float(), ("hits",), cylindrical=True)
+    assert np.all(np.abs(found["hits"].numpy() / hard - 1.0) < 0.15)
+    cartesian = batch_features(cells, torch.from_numpy(energy).float(), ("hits",))
+    assert np.all(cartesian["hits"].numpy() < found["hits"].numpy())

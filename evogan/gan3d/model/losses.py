@@ -12,7 +12,7 @@ import torch
 from torch.nn import functional as F
 
 from evogan.gan3d.model.spec import LossWeights
-from evogan.physics.features import HIT_THRESHOLD
+from evogan.physics.features import HIT_THRESHOLD, VOXEL_HIT_THRESHOLD
 
 _EPS = 1e-7  # Keras K.epsilon(): floor of |target| in MAPE
 HIT_SOFTNESS = 0.5  # ln units: a cell a factor e below / above the threshold counts 0.12 / 0.88
@@ -86,14 +86,15 @@ def transverse_width(cells: torch.Tensor, cylindrical: bool = False) -> torch.Te
     return 0.5 * (widths[0] + widths[1])
 
 
-def soft_hit_count(cells: torch.Tensor) -> torch.Tensor:
-    """Per shower, a differentiable count of cells above the validation's hit threshold.
+def soft_hit_count(cells: torch.Tensor, threshold: float = HIT_THRESHOLD) -> torch.Tensor:
+    """Per shower, a differentiable count of cells above ``threshold`` (GeV), the validation's
+    hit threshold of the detector.
 
     Each cell counts ``sigmoid(ln(E / threshold) / HIT_SOFTNESS)``: a cell just below the
     threshold has a gradient towards it, which the hard count does not. Empty cells count 0
     and pass no gradient. ``cells`` are non-negative energies in GeV ``(N, X, Y, Z)``.
     """
-    log_ratio = cells.clamp_min(1e-12).log() - math.log(HIT_THRESHOLD)
+    log_ratio = cells.clamp_min(1e-12).log() - math.log(threshold)
     return torch.sigmoid(log_ratio / HIT_SOFTNESS).sum(dim=(1, 2, 3))
 
 
@@ -106,10 +107,12 @@ def batch_features(
     """Per shower, the quantities named (of :data:`BATCH_TERMS`) that the generator's batch
     terms match: transverse width in cells, soft hit count, ECAL sum / primary energy.
     ``cells`` are non-negative energies in GeV ``(N, X, Y, Z)`` (``cylindrical``: radial,
-    angular, layer), ``energy`` in GeV ``(N,)``."""
+    angular, layer), ``energy`` in GeV ``(N,)``. Hits count above the threshold the features
+    count a cylinder's voxels or a Cartesian grid's cells at."""
+    threshold = VOXEL_HIT_THRESHOLD if cylindrical else HIT_THRESHOLD
     measures = {
         "width": lambda: transverse_width(cells, cylindrical),
-        "hits": lambda: soft_hit_count(cells),
+        "hits": lambda: soft_hit_count(cells, threshold),
         "sampling_fraction": lambda: cells.sum(dim=(1, 2, 3)) / energy,
     }
     return {name: measures[name]() for name in names}
