@@ -18,7 +18,7 @@ from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_
 from evogan.config.base import StrictModel
 from evogan.config.data import DataConfig
 from evogan.config.islands import MigrationConfig
-from evogan.config.run import tensorboard_installed
+from evogan.config.run import mlflow_setting, tensorboard_installed
 from evogan.config.trainer import TrainerConfig
 from evogan.errors import ConfigError
 from evogan.gan3d.model.spec import GanSpec, fit_to_data
@@ -214,8 +214,10 @@ class CampaignConfig(StrictModel):
     name: str | None = None
     top: PositiveInt = 5  # best candidates kept in summary.json
     tensorboard: bool = False  # the candidate table as TensorBoard scalars
+    mlflow: bool | str = False  # campaign -> candidate -> member runs in MLflow
 
     _tensorboard = field_validator("tensorboard")(tensorboard_installed)
+    _mlflow = field_validator("mlflow")(mlflow_setting)
 
 
 class SearchConfig(StrictModel):
