@@ -23,7 +23,13 @@ RESUME_SAFE: dict[str, tuple[str, ...]] = {
         "checkpoint.*",
         "run.*",
     ),
-    "search": ("candidates", "campaign.top", "campaign.tensorboard", "final.*"),
+    "search": (
+        "candidates",
+        "campaign.top",
+        "campaign.tensorboard",
+        "campaign.mlflow",
+        "final.*",
+    ),
 }
 
 # Task, or task/backend where backends differ -> resume-safe keys that, set larger, give a

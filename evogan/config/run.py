@@ -1,5 +1,5 @@
 """The ``run`` section every task shares: where results go, how often progress is printed,
-whether metrics also go to TensorBoard."""
+whether metrics also go to TensorBoard and to MLflow."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 from evogan.config.base import StrictModel
 
 TENSORBOARD_INSTALL = "pip install 'evogan[tensorboard]'"
+MLFLOW_INSTALL = 'pip install "evogan[mlflow]"'
 
 
 def tensorboard_installed(requested: bool) -> bool:
@@ -24,8 +25,25 @@ def tensorboard_installed(requested: bool) -> bool:
     return requested
 
 
+def mlflow_setting(requested: bool | str) -> bool | str:
+    """``mlflow``: false, true (MLflow's file store ``mlruns/`` beside the run directory) or a
+    tracking URI / folder; refused at config load when empty or when the optional package is
+    missing, so no run starts that cannot log."""
+    if requested == "":
+        raise PydanticCustomError(
+            "mlflow_empty",
+            "give true, false, a tracking URI (sqlite:///..., http://...) or a folder",
+        )
+    if requested is not False and importlib.util.find_spec("mlflow") is None:
+        raise PydanticCustomError(
+            "mlflow_missing", f"the mlflow package is not installed; {MLFLOW_INSTALL}"
+        )
+    return requested
+
+
 class RunConfig(StrictModel):
-    """Where results go, how often progress is printed, whether metrics go to TensorBoard."""
+    """Where results go, how often progress is printed, whether metrics go to TensorBoard and
+    MLflow."""
 
     root: str | None = Field(
         default=None,
@@ -42,5 +60,10 @@ class RunConfig(StrictModel):
     tensorboard: bool = Field(
         default=False, description="also write metrics as TensorBoard events (needs tensorboard)"
     )
+    mlflow: bool | str = Field(
+        default=False,
+        description="also log to MLflow: true (mlruns/ beside the run directory) or a tracking URI",
+    )
 
     _tensorboard = field_validator("tensorboard")(tensorboard_installed)
+    _mlflow = field_validator("mlflow")(mlflow_setting)

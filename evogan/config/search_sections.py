@@ -11,7 +11,7 @@ from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_
 
 from evogan.config.base import StrictModel
 from evogan.config.islands import MigrationConfig
-from evogan.config.run import tensorboard_installed
+from evogan.config.run import mlflow_setting, tensorboard_installed
 from evogan.errors import ConfigError
 
 
@@ -191,5 +191,10 @@ class CampaignConfig(StrictModel):
     tensorboard: bool = Field(
         default=False, description="the candidate table as TensorBoard scalars (needs tensorboard)"
     )
+    mlflow: bool | str = Field(
+        default=False,
+        description="campaign -> candidate -> member runs in MLflow: true, or a tracking URI",
+    )
 
     _tensorboard = field_validator("tensorboard")(tensorboard_installed)
+    _mlflow = field_validator("mlflow")(mlflow_setting)

@@ -32,10 +32,18 @@ from evogan.regressor import island_report as report
 from evogan.regressor.data import RegressorData, load_and_check
 from evogan.regressor.problem import RegressorProblem, require_cuda
 from evogan.regressor.readout import ReadoutStart
-from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent
+from evogan.regressor.report import (
+    EXPERIMENT,
+    Progress,
+    epoch_test_mape,
+    finish_run,
+    percent,
+    track_run,
+)
 from evogan.regressor.strategy import build_strategy, check_memory, method_name, schedules
 from evogan.seeding import numpy_generator
 from evogan.store import MetricsWriter, RunDir
+from evogan.store import mlflow_runs as tracking
 from evogan.store.manifest import check_resume_layout, write_manifest
 
 
@@ -52,6 +60,7 @@ class IslandRun:
         self.rank0 = self.world.rank == 0
         self.announce = announce if self.rank0 else _quiet
         self.method = method_name(cfg)
+        self.tracked: tracking.TrackedRun | None = None  # rank 0's MLflow run (run.mlflow)
 
     def execute(self, run_dir: str | Path | None, resume: bool) -> RunDir:
         cfg, world = self.cfg, self.world
@@ -88,7 +97,10 @@ class IslandRun:
             with catch_stop_signals(session.flag):
                 if not resume:
                     run = self._create_run(run_dir)
-                return self._start(session, problem, test, run, resume)
+                tracked = rank0_decides(lambda: track_run(run, cfg), world)
+                self.tracked = tracked if self.rank0 else None
+                with tracking.ending_on_error(self.tracked):
+                    return self._start(session, problem, test, run, resume)
         finally:
             session.close()
 
@@ -165,18 +177,22 @@ class IslandRun:
             if session.is_leader:
                 report.truncate_metrics(metrics_path, generation, island.strategy.start_epoch)
             self.announce(f"{self.method}: resumed {run.path} from generation {generation}")
+        island_run = self._track_island(session, metrics_path)
         writer = MetricsWriter(metrics_path) if session.is_leader else None
         if writer is not None:
             stream = sys.stdout if self.rank0 else _Discard()
             island.strategy.observers.append(
                 Progress(writer, cfg.ga.epochs, cfg.run.progress_every, stream=stream)
             )
-        try:
-            result = island.run()
-            stopped, counts = session.finish(island.stopped)
-        finally:
-            if writer is not None:
-                writer.close()
+        with tracking.ending_on_error(island_run):
+            try:
+                result = island.run()
+                stopped, counts = session.finish(island.stopped)
+            finally:
+                if writer is not None:
+                    writer.close()
+        if island_run is not None:
+            island_run.end("KILLED" if stopped else "FINISHED")
         if stopped:
             why = session.flag.signal_name or "a signal on another rank"
             self.announce(
@@ -193,6 +209,15 @@ class IslandRun:
                 f"{summary['islands']} island(s)); summary in {run.file('summary.json')}"
             )
         return run
+
+    def _track_island(
+        self, session: IslandSession, metrics_path: Path
+    ) -> tracking.TrackedRun | None:
+        """An island leader's MLflow run, nested under the run's, when there are several
+        islands (one island's records are the run's own)."""
+        if not session.is_leader or session.island_count == 1:
+            return None
+        return tracking.start(metrics_path.parent, self.cfg.run.mlflow, EXPERIMENT)
 
     def _island(
         self, session: IslandSession, problem: RegressorProblem, test: RegressorData, run: RunDir
@@ -251,6 +276,8 @@ class IslandRun:
         genome = torch.from_numpy(best["best"])
         if islands > 1:
             report.write_global_epochs(run, reports)
+            if self.tracked is not None:  # the islands' records went to their own runs
+                self.tracked.log(run.metrics())
         extra = {
             **report.time_fields(reports),
             "train_events": len(problem.train),
@@ -286,6 +313,7 @@ class IslandRun:
             train_seconds=max(r["train_seconds"] for r in reports),
             wall_seconds=max(r["wall_seconds"] for r in reports),
             extra=extra,
+            tracked=self.tracked,
         )
 
 

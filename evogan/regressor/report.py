@@ -21,6 +21,9 @@ from evogan.progress import format_seconds
 from evogan.regressor.data import RegressorData
 from evogan.regressor.network import RegressorLayout, RegressorNet
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir, save_weights
+from evogan.store import mlflow_runs as tracking
+
+EXPERIMENT = "evogan-regressor"
 
 
 def target_key(target: float) -> str:
@@ -103,13 +106,21 @@ def epoch_test_mape(
     return {"test_mape": float(((prediction - test_y).abs() / test_y.abs()).mean())}
 
 
+def track_run(run: RunDir, cfg: RegressorConfig) -> tracking.TrackedRun | None:
+    """The run's MLflow run when ``run.mlflow`` asks for one (new, or the one a resumed run
+    continues), with the config as params; call before the run's metrics writer opens."""
+    return tracking.start(run.path, cfg.run.mlflow, EXPERIMENT, cfg.model_dump(mode="json"))
+
+
 def start_run(
     cfg: RegressorConfig, method: str, run_dir: str | None
-) -> tuple[RunDir, MetricsWriter]:
-    """Create the run directory (after all checks passed) and write the resolved config."""
+) -> tuple[RunDir, MetricsWriter, tracking.TrackedRun | None]:
+    """Create the run directory (after all checks passed), write the resolved config and open
+    its MLflow run (``run.mlflow``)."""
     run = RunDir.create(method, root=cfg.run.root, name=cfg.run.name, path=run_dir)
     run.write_config(dump(cfg))
-    return run, run.metrics_writer()
+    tracked = track_run(run, cfg)
+    return run, run.metrics_writer(), tracked
 
 
 def finish_run(
@@ -128,9 +139,11 @@ def finish_run(
     train_seconds: float,
     wall_seconds: float,
     extra: dict[str, Any] | None = None,
+    tracked: tracking.TrackedRun | None = None,
 ) -> dict[str, Any]:
     """Save the best model and write ``summary.json`` (with the detector and projection the
-    test set's images come from, for the figures); returns the summary.
+    test set's images come from, for the figures), then end the MLflow run ``tracked`` with
+    the model; returns the summary.
 
     For gradient runs ``generations`` counts optimiser steps and ``evaluations`` minibatch
     forward passes of the one model, the closest analogues. Long because the summary is one
@@ -173,4 +186,6 @@ def finish_run(
         ),
     }
     run.write_summary(summary)
+    if tracked is not None:
+        tracked.end("FINISHED", [run.file(BEST_MODEL)])
     return summary

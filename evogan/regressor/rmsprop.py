@@ -31,6 +31,7 @@ from evogan.regressor.network import RegressorLayout, RegressorNet, batched_pred
 from evogan.regressor.readout import ReadoutStart, initial_networks
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent, start_run
 from evogan.store import RunDir
+from evogan.store import mlflow_runs as tracking
 
 _BLOCK_EVENTS = 36
 """Events per block on the torch path of :func:`batched_predict` for one model: cache-sized."""
@@ -161,47 +162,49 @@ def train_regressor(
     """``evogan train`` for ``task: regressor``: check, train, write the run directory."""
     refuse_several_ranks()
     layout, train, test = load_and_check(cfg, cfg.train.batch_size, announce, "train.batch_size")
-    run, writer = start_run(cfg, "rmsprop", None if run_dir is None else str(run_dir))
+    run, writer, tracked = start_run(cfg, "rmsprop", None if run_dir is None else str(run_dir))
     announce(
         f"rmsprop: {layout.size} weights, {len(train)} training / {len(test)} test events, "
         f"batch {cfg.train.batch_size}, lr {cfg.train.lr:g}, {cfg.train.epochs} epochs "
         f"-> {run.path}"
     )
-    with writer:
-        progress = Progress(writer, cfg.train.epochs, cfg.run.progress_every, unit="step")
-        result = train_rmsprop(
-            layout,
-            train,
-            batch_size=cfg.train.batch_size,
-            epochs=cfg.train.epochs,
-            lr=cfg.train.lr,
-            streams=Streams.derive(cfg.seed),
-            observers=[StepProgress(progress, cfg.run.progress_every)],
-            epoch_report=lambda net: epoch_test_mape(net, test.x, test.y),
-            readout=ReadoutStart.from_config(cfg.model),
+    with tracking.ending_on_error(tracked):
+        with writer:
+            progress = Progress(writer, cfg.train.epochs, cfg.run.progress_every, unit="step")
+            result = train_rmsprop(
+                layout,
+                train,
+                batch_size=cfg.train.batch_size,
+                epochs=cfg.train.epochs,
+                lr=cfg.train.lr,
+                streams=Streams.derive(cfg.seed),
+                observers=[StepProgress(progress, cfg.run.progress_every)],
+                epoch_report=lambda net: epoch_test_mape(net, test.x, test.y),
+                readout=ReadoutStart.from_config(cfg.model),
+            )
+        summary = finish_run(
+            run,
+            cfg,
+            method="rmsprop",
+            layout=layout,
+            best=result.best,
+            best_fitness=result.best_fitness,
+            test=test,
+            test_prediction=predict(layout, result.best, test.x),
+            epochs=result.epochs,
+            generations=result.steps,
+            evaluations=result.steps,
+            train_seconds=result.train_seconds,
+            wall_seconds=result.wall_seconds,
+            extra={
+                "steps": result.steps,
+                "train_events": len(train),
+                "test_events": len(test),
+                "lr": cfg.train.lr,
+                "final_train_fitness": result.epochs[-1]["reference_fitness"],
+            },
+            tracked=tracked,
         )
-    summary = finish_run(
-        run,
-        cfg,
-        method="rmsprop",
-        layout=layout,
-        best=result.best,
-        best_fitness=result.best_fitness,
-        test=test,
-        test_prediction=predict(layout, result.best, test.x),
-        epochs=result.epochs,
-        generations=result.steps,
-        evaluations=result.steps,
-        train_seconds=result.train_seconds,
-        wall_seconds=result.wall_seconds,
-        extra={
-            "steps": result.steps,
-            "train_events": len(train),
-            "test_events": len(test),
-            "lr": cfg.train.lr,
-            "final_train_fitness": result.epochs[-1]["reference_fitness"],
-        },
-    )
     announce(
         f"rmsprop: test MAPE {percent(summary['test_mape'])} after {result.steps} steps "
         f"({result.train_seconds:.1f} s); summary in {run.file('summary.json')}"

@@ -40,15 +40,18 @@ from evogan.search.evaluation import Evaluation
 from evogan.search.inherit import seed_from_parent
 from evogan.search.rungs import Decide, RungPlan, rung_key
 from evogan.search.scoring import Scorer
+from evogan.store import mlflow_runs as tracking
 
-WORKDIR_ENTRIES = re.compile(r"^(member-\d+|rungs|outcome\.json)$")
+WORKDIR_ENTRIES = re.compile(r"^(member-\d+|rungs|outcome\.json|mlflow\.json)$")
 """What a candidate's or re-training's directory holds: member runs, rung generators, the
-re-training's outcome (:mod:`evogan.search.final`)."""
+re-training's outcome (:mod:`evogan.search.final`), its MLflow run (``campaign.mlflow``)."""
 
 
 def clear_workdir(workdir: Path) -> None:
-    """Remove a training directory a killed session left, when it holds only what evogan
-    writes there; a link, or any other entry, is refused in one line (nothing is deleted)."""
+    """Empty a training directory a killed session left, when it holds only what evogan
+    writes there; a link, or any other entry, is refused in one line (nothing is deleted).
+    An MLflow run file stays (the candidate trains again in the same MLflow run), and the
+    MLflow runs of the member trainings deleted are ended KILLED."""
     if workdir.is_symlink():
         raise EvoganError(
             f"{workdir} is a symbolic link; evogan deletes a training directory it left to "
@@ -60,7 +63,18 @@ def clear_workdir(workdir: Path) -> None:
             f"{workdir} holds {others[0]!r}, which evogan did not write there, so it will not "
             "delete it to train afresh: move it away, or give another output directory"
         )
-    shutil.rmtree(workdir)
+    for entry in workdir.iterdir():
+        if entry.name == tracking.RUN_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            left = tracking.read_run(entry)
+            if left is not None:
+                left.end("KILLED")
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    if not any(workdir.iterdir()):
+        workdir.rmdir()
 
 
 class CandidateTimeout(Exception):
@@ -100,7 +114,7 @@ class MemberTraining:
             trainer.epochs = int(budget.amount)
         else:
             trainer.epochs = 1
-        run = RunConfig(progress_every=10**9)
+        run = RunConfig(progress_every=10**9, mlflow=self.config.campaign.mlflow)
         return Gan3dConfig(
             seed=seed, data=self.config.data, spec=self.spec, trainer=trainer, run=run
         )

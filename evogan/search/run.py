@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from evogan.config.search import SearchConfig
 from evogan.distributed.failure import rank0_decides
 from evogan.distributed.launcher import resume_line
 from evogan.distributed.mpi import MPI
-from evogan.distributed.signals import catch_stop_signals
+from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import EvoganError, RunStopped
 from evogan.search.campaign import Campaign, resolve_base
 from evogan.search.pbt import check_population, pbt_summary, segment_count
@@ -17,6 +18,8 @@ from evogan.search.scheduler import Session
 from evogan.search.scoring import Scorer, check_data
 from evogan.search.space import Space
 from evogan.search.summary import build_summary, trained
+from evogan.store import BEST_MODEL as BEST
+from evogan.store import mlflow_runs as tracking
 
 
 def run_search(
@@ -38,39 +41,57 @@ def run_search(
     check_population(config, world.size)
     space = Space(config.space, config.spec)
     scorer = rank0_decides(lambda: check_data(config), world)  # before _open: nothing written
-    campaign, number, offset = _open(config, world, run_dir, resume)
-    session = Session(config, space, campaign, scorer, number, offset)
-    if world.rank == 0:
-        _announce(config, campaign, world.size, scorer, resumed=resume is not None)
-    flag = session.flag
-    world.Barrier()
-    session.started = time.perf_counter()
-    with catch_stop_signals(flag):
-        if config.backend == "ga":
-            from evogan.search.ga_backend import run_ga
+    campaign, number, offset, tracked = _open(config, world, run_dir, resume)
+    with tracking.ending_on_error(tracked):
+        session = Session(config, space, campaign, scorer, number, offset)
+        if world.rank == 0:
+            _announce(config, campaign, world.size, scorer, resumed=resume is not None)
+        flag = session.flag
+        world.Barrier()
+        session.started = time.perf_counter()
+        with catch_stop_signals(flag):
+            stopped = _backend(config)(session, world, flag)
+        wall = time.perf_counter() - session.started
+        busy = world.gather(session.busy, root=0)
+        counters = world.gather(session.counters, root=0)
+        if world.rank == 0:
+            _finish(config, campaign, number, world.size, wall, busy, counters, stopped)
+        world.Barrier()
+        resume_command = resume_line("search", campaign.path, world.size)
+        if stopped:
+            raise RunStopped(resume_command)
+        from evogan.search.final import run_final
 
-            stopped = run_ga(session, world, flag)
-        elif config.backend == "pbt":
-            from evogan.search.pbt_backend import run_pbt
-
-            stopped = run_pbt(session, world, flag)
-        else:
-            from evogan.search.optuna_backend import run_optuna
-
-            stopped = run_optuna(session, world, flag)
-    wall = time.perf_counter() - session.started
-    busy = world.gather(session.busy, root=0)
-    counters = world.gather(session.counters, root=0)
-    if world.rank == 0:
-        _finish(config, campaign, number, world.size, wall, busy, counters, stopped)
-    world.Barrier()
-    resume_command = resume_line("search", campaign.path, world.size)
-    if stopped:
-        raise RunStopped(resume_command)
-    from evogan.search.final import run_final
-
-    run_final(config, campaign, world, resume_command, session.scorer)  # final.top 0: no test
+        run_final(config, campaign, world, resume_command, session.scorer)  # top 0: no test
+    if tracked is not None:
+        _end_tracking(tracked, campaign, number)
     return campaign
+
+
+def _backend(config: SearchConfig) -> Callable[[Session, MPI.Comm, StopFlag], bool]:
+    """The backend's run function: True when it was stopped by a signal."""
+    if config.backend == "ga":
+        from evogan.search.ga_backend import run_ga
+
+        return run_ga
+    if config.backend == "pbt":
+        from evogan.search.pbt_backend import run_pbt
+
+        return run_pbt
+    from evogan.search.optuna_backend import run_optuna
+
+    return run_optuna
+
+
+def _end_tracking(tracked: tracking.TrackedRun, campaign: Campaign, session: int) -> None:
+    """The campaign's MLflow run ends with the summary's figures (stepped by session), the
+    summary and the best candidate's member models."""
+    summary = campaign.summary()
+    tracked.log([summary], kind="summary", step=session)
+    files = [campaign.path / "summary.json"]
+    if summary.get("best"):
+        files += sorted(campaign.candidate_dir(summary["best"][0]["id"]).glob("member-*/" + BEST))
+    tracked.end("FINISHED", files)
 
 
 def _announce(
@@ -95,18 +116,23 @@ def _announce(
 
 def _open(
     config: SearchConfig, world: MPI.Comm, run_dir: Path | None, resume: Path | None
-) -> tuple[Campaign, int, float]:
-    """Rank 0 creates or checks the directory; every rank gets the answer or the same error."""
+) -> tuple[Campaign, int, float, tracking.TrackedRun | None]:
+    """Rank 0 creates or checks the directory and opens its MLflow run (``campaign.mlflow``,
+    held by rank 0 only); every rank gets the answer or the same error."""
 
-    def on_rank0() -> tuple[str, int, float]:
+    def on_rank0() -> tuple[str, int, float, tracking.TrackedRun | None]:
         if resume is not None:
             campaign = Campaign.open(resume, config, world.size)
         else:
             campaign = Campaign.create(config, world.size, run_dir)
-        return str(campaign.path), campaign.start_session(world.size), campaign.elapsed_offset()
+        params = config.model_dump(mode="json")
+        name = campaign.path.name
+        tracked = tracking.start(campaign.path, config.campaign.mlflow, name, params)
+        number = campaign.start_session(world.size)
+        return str(campaign.path), number, campaign.elapsed_offset(), tracked
 
-    path, number, offset = rank0_decides(on_rank0, world)
-    return Campaign(path), number, offset
+    path, number, offset, tracked = rank0_decides(on_rank0, world)
+    return Campaign(path), number, offset, tracked if world.rank == 0 else None
 
 
 def _finish(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from evogan.config.search import SearchConfig
@@ -28,6 +29,10 @@ from evogan.search.fitness import evaluate
 from evogan.search.rungs import Decide
 from evogan.search.scoring import Scorer
 from evogan.search.space import Space
+from evogan.store import mlflow_runs as tracking
+
+# A candidate's MLflow status by its table status (any other: FAILED).
+RUN_STATUS = {"ok": "FINISHED", "pruned": "KILLED"}
 
 
 @dataclass
@@ -91,7 +96,9 @@ def run_job(
     parent = job.get("inherit_from")
     parent_dir = None if parent is None else session.campaign.candidate_dir(parent)
     label = labelled_stdout(f"[group {session.group}] ") if group.rank == 0 else nullcontext()
-    with label, hushed():  # the search's own display reports candidates; trainers only count
+    tracked = _track(session, group, job, workdir)
+    # the search's own display reports candidates; trainers only count
+    with label, hushed(), tracking.ending_on_error(tracked):
         result: Evaluation = evaluate(
             config,
             spec,
@@ -110,7 +117,24 @@ def run_job(
     second = session.config.fitness.second_objective
     extra = {**result.as_row(), "objectives": result.objectives(second), "ranks": list(ranks)}
     extra["wall_s"] = time.perf_counter() - start
-    return session.row(job, extra)
+    row = session.row(job, extra)
+    if tracked is not None:
+        tracked.log([row], kind="candidate", step=0)
+        tags = {"evogan.status": row["status"], "evogan.reason": str(row.get("reason") or "")}
+        tracked.end(RUN_STATUS.get(row["status"], "FAILED"), tags=tags)
+    return row
+
+
+def _track(
+    session: Session, group: MPI.Comm, job: dict[str, Any], workdir: Path
+) -> tracking.TrackedRun | None:
+    """The candidate's MLflow run (``campaign.mlflow``), nested under the campaign's, opened
+    by the group leader and held there only; params: the job and its active genes."""
+    if group.rank != 0:
+        return None
+    params = {**job, "genome": session.space.active(job["genome"])}
+    name = session.campaign.path.name
+    return tracking.start(workdir, session.config.campaign.mlflow, name, params)
 
 
 def serve_leader(session: Session, islands: IslandSession) -> bool:

@@ -3,8 +3,9 @@
 A crashed or killed run keeps every complete line; :func:`read_metrics` skips a torn last line,
 and a writer that appends to the file later starts on a new line, so the torn one stays alone
 (skipped) instead of swallowing the first new record.
-Every record also goes to TensorBoard when the run asked for it (:mod:`evogan.store.tensorboard`),
-here, so that no trainer has to know.
+Every record also goes to TensorBoard and to MLflow when the run asked for them
+(:mod:`evogan.store.tensorboard`, :mod:`evogan.store.mlflow_runs`), here, so that no trainer
+has to know.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evogan.store import tensorboard
+from evogan.store.mlflow_runs import RecordLogger
 
 
 def _clean(value: Any) -> Any:
@@ -39,8 +41,8 @@ def to_json(obj: Any, indent: int | None = None) -> str:
 
 
 class MetricsWriter:
-    """Appends records to a JSONL file (and its TensorBoard events); usable as a context
-    manager."""
+    """Appends records to a JSONL file (and its TensorBoard events and MLflow run); usable as a
+    context manager."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -50,6 +52,7 @@ class MetricsWriter:
             if tensorboard.requested(self.path)
             else None
         )
+        self._mlflow = RecordLogger.for_metrics(self.path)
         self._stream: TextIO | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         if _torn(self.path):
             self._stream.write("\n")
@@ -61,6 +64,8 @@ class MetricsWriter:
         self._stream.flush()
         if self._events is not None:
             self._events.write(record)
+        if self._mlflow is not None:
+            self._mlflow.write(record)
 
     def close(self) -> None:
         if self._stream is not None:
@@ -69,6 +74,9 @@ class MetricsWriter:
         if self._events is not None:
             self._events.close()
             self._events = None
+        if self._mlflow is not None:
+            self._mlflow.close()
+            self._mlflow = None
 
     def __enter__(self) -> MetricsWriter:
         return self

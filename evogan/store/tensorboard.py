@@ -4,32 +4,18 @@ A run asks for them in its config (``run.tensorboard: true``; ``campaign.tensorb
 search). Every metrics writer of the run then also writes each record as scalars named
 ``KIND/KEY`` into event files beside its JSONL file, so ``tensorboard --logdir populations/``
 shows every run, every island and every search writer as its own TensorBoard run, and no
-trainer needs to know. The decision is read from the run's stored ``config.yaml`` because that
-file, not the writer's caller, is what every run type has in common.
+trainer needs to know. Names, steps and the decision are :mod:`evogan.store.scalars`'.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import math
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from evogan.errors import EvoganError
-
-# Record kinds and the field that is their TensorBoard step, in order of preference.
-STEP_KEYS = {
-    "generation": ("generation",),
-    "step": ("step",),
-    "epoch": ("epoch",),
-    "validation": ("step", "epoch"),
-}
-ANY_STEP = ("step", "generation", "epoch")
-# How far above a metrics file its run's config.yaml can be (RUN/islands/island-N/).
-CONFIG_DEPTH = 3
+from evogan.store.scalars import logger_setting, scalars, step_field
 
 
 def require() -> None:
@@ -43,20 +29,9 @@ def require() -> None:
 
 
 def requested(metrics_path: Path) -> bool:
-    """Whether the run owning ``metrics_path`` (the nearest ``config.yaml`` above it) set
-    ``run.tensorboard`` or ``campaign.tensorboard``."""
-    for folder in list(metrics_path.parents)[:CONFIG_DEPTH]:
-        config = folder / "config.yaml"
-        if config.is_file():
-            try:
-                raw = yaml.safe_load(config.read_text(encoding="utf-8"))
-            except (yaml.YAMLError, UnicodeDecodeError):
-                return False
-            if not isinstance(raw, dict):
-                return False
-            sections = (raw.get("run"), raw.get("campaign"))
-            return any(isinstance(s, dict) and s.get("tensorboard") is True for s in sections)
-    return False
+    """Whether the run owning ``metrics_path`` set ``run.tensorboard`` or
+    ``campaign.tensorboard``."""
+    return logger_setting(metrics_path, "tensorboard") is True
 
 
 def log_dir(metrics_path: Path) -> Path:
@@ -65,31 +40,6 @@ def log_dir(metrics_path: Path) -> Path:
     if metrics_path.name == "metrics.jsonl":
         return metrics_path.parent
     return metrics_path.with_suffix("")
-
-
-def step_field(record: dict[str, Any], kind: str) -> str | None:
-    """The field of a record that is its TensorBoard step (None: the record has none)."""
-    return next((k for k in STEP_KEYS.get(kind, ANY_STEP) if _number(record.get(k))), None)
-
-
-def scalars(record: dict[str, Any], kind: str, skip: str | None) -> list[tuple[str, float]]:
-    """The numeric fields of a record but ``skip`` as ``(KIND/KEY, value)``; nested dicts
-    become ``KIND/KEY/SUB``; text, lists, booleans and non-finite values are left out."""
-    values: list[tuple[str, float]] = []
-
-    def walk(prefix: str, node: dict[str, Any]) -> None:
-        for key, value in node.items():
-            if isinstance(value, dict):
-                walk(f"{prefix}/{key}", value)
-            elif _number(value) and math.isfinite(value):
-                values.append((f"{prefix}/{key}", float(value)))
-
-    walk(kind, {k: v for k, v in record.items() if k not in ("kind", skip)})
-    return values
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class EventWriter:

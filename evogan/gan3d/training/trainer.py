@@ -28,6 +28,7 @@ from typing import Any
 from evogan.config.base import dump
 from evogan.config.gan import Gan3dConfig
 from evogan.distributed.comm import Layout, split_layout
+from evogan.distributed.failure import rank0_decides
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag, catch_stop_signals
 from evogan.errors import RunStopped
@@ -37,6 +38,7 @@ from evogan.gan3d.model.spec import check_window
 from evogan.gan3d.training import checkpoint as ckpt
 from evogan.gan3d.training.cadence import Cadence
 from evogan.gan3d.training.epoch_loop import (
+    LEARNING_CURVE,
     EpochLoop,
     EpochPlan,
     LoopParts,
@@ -52,7 +54,8 @@ from evogan.gan3d.training.setup import batch_shape, load_data, manifest, rank_s
 from evogan.gan3d.training.validation import TrainingValidation, ValidationPlan
 from evogan.gan3d.training.weight_average import WeightAverage
 from evogan.logs import hint
-from evogan.store import CONFIG, RunDir
+from evogan.store import BEST_MODEL, CONFIG, RunDir
+from evogan.store import mlflow_runs as tracking
 
 MANIFEST = "manifest.json"
 
@@ -97,6 +100,7 @@ class GanTrainer:
         self.trained_on = trained_ranges(*shard.conditions(), world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
         self.run, marker = open_run(config, world, opening.run_dir, opening.resume, opening.until)
+        self.tracked = self._track()
         self.finished = FinishedRun(config, self.mode, world, self.run)
         self.layout: Layout = split_layout(world, None, self.mode.group_size)
         if self.setup.device == "cpu":
@@ -160,6 +164,23 @@ class GanTrainer:
             path = Path(run_dir) / CONFIG
             config = validate(Gan3dConfig, stored_config(Path(run_dir)), source=str(path))
         return cls(config, Opening(run_dir, True, until), world, stop or StopFlag(), on_step)
+
+    def _track(self) -> tracking.TrackedRun | None:
+        """The training's MLflow run (``run.mlflow``), opened by rank 0 and held there only,
+        before the first metrics record."""
+        config, world = self.config, self.world
+
+        def start() -> tracking.TrackedRun | None:
+            params = config.model_dump(mode="json")
+            return tracking.start(self.run.path, config.run.mlflow, "evogan-gan3d", params)
+
+        tracked = rank0_decides(start, world)
+        return tracked if world.rank == 0 else None
+
+    def _end_tracking(self, exc: BaseException | None, artifacts: list[Path]) -> None:
+        if self.tracked is not None:
+            tracked, self.tracked = self.tracked, None
+            tracked.end(tracking.status_of(exc), artifacts)
 
     def _start(self, marker: dict[str, Any] | None) -> tuple[Position, int, float | None]:
         """Restore this rank from ``marker``'s checkpoint (or write a new run's manifest) and
@@ -257,6 +278,7 @@ class GanTrainer:
             self.run.write_summary(result)
             if learning_curve:
                 draw_learning_curve(self.run)
+            self._end_tracking(None, [self.run.file(BEST_MODEL), self.run.file(LEARNING_CURVE)])
             epochs = self.position.epoch
             print(f"trained {epochs} epoch(s) on {world.size} rank(s); run in {self.run.path}")
         return self.run
@@ -277,11 +299,14 @@ class GanTrainer:
     def __enter__(self) -> GanTrainer:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, *_exc: object) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, *_trace: object
+    ) -> None:
         if kind is None:  # after a failure the other ranks may not reach a collective call
             self.close()
         else:
             self.parallel.release()  # local
+            self._end_tracking(exc, [])
 
     def _validation(self, held_out: Any, best: float | None) -> TrainingValidation:
         config = self.config
