@@ -1,4 +1,5 @@
-"""What every regressor run (GA, hybrid, RMSprop) writes: metrics, progress, model, summary.
+"""What every regressor run (GA, hybrid, RMSprop) writes: metrics, progress, model, summary
+and its learning curve.
 
 One module for all methods, so ``evogan compare`` reads the same fields from every run.
 """
@@ -129,8 +130,9 @@ def finish_run(
     wall_seconds: float,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Save the best model and write ``summary.json`` (with the detector and projection the
-    test set's images come from, for the figures); returns the summary.
+    """Save the best model, write ``summary.json`` (with the detector and projection the
+    test set's images come from, for the figures) and draw ``learning_curve.png`` from the
+    run's metrics; returns the summary.
 
     For gradient runs ``generations`` counts optimiser steps and ``evaluations`` minibatch
     forward passes of the one model, the closest analogues. Long because the summary is one
@@ -173,4 +175,7 @@ def finish_run(
         ),
     }
     run.write_summary(summary)
+    from evogan.plots.regressor_curve import plot_run_curve
+
+    plot_run_curve(run.path)
     return summary
