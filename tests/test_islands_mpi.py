@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from evogan.errors import EXIT_STOPPED
+from evogan.plots.regressor_curve import progress_records
 from evogan.store import load_weights, read_metrics
 from tests.conftest import (
     REPO,
@@ -94,7 +95,9 @@ def test_two_islands_exchange_and_use_migrants(two_islands, tmp_path) -> None:
         "islands",
         "metrics.jsonl",
         "summary.json",
+        "learning_curve.png",
     }
+    assert set(progress_records(run)) == {"island 0", "island 1"}  # one training line each
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["layout"]["world_size"] == 2 and manifest["seeds"]["root"] == 3
     for island in (0, 1):

@@ -72,6 +72,7 @@ def test_ga_run_writes_a_complete_run_directory(runs) -> None:
         "manifest.json",
         "checkpoints",
         "status.json",
+        "learning_curve.png",
         ".lock",
     }
     assert json.loads((run / "status.json").read_text())["status"] == "finished"

@@ -213,10 +213,27 @@ def _nominal(detector: Detector | None) -> float | None:
     return detector.materials.sampling_fraction
 
 
+def compared_sampling_fraction(
+    energy: np.ndarray, detector: Detector | None
+) -> tuple[np.ndarray, str]:
+    """What a file's sampling fraction at ``energy`` GeV is compared with, as the report's
+    ``ref`` column does, and its name: the detector's nominal value, or the CLIC ECAL's
+    Geant4 table interpolated."""
+    energy = np.asarray(energy, dtype=np.float64)
+    nominal = _nominal(detector)
+    if detector is not None and nominal is not None:
+        return np.full(energy.shape, nominal), f"{detector.name} nominal"
+    return _geant4(energy), "Geant4"
+
+
 def reference_sampling_fraction(energy: float) -> float:
     """The Geant4 reference sampling fraction at ``energy`` GeV (linear interpolation)."""
+    return float(_geant4(np.asarray(energy, dtype=np.float64)))
+
+
+def _geant4(energy: np.ndarray) -> np.ndarray:
     points = sorted(REFERENCE_SAMPLING_FRACTION.items())
-    return float(np.interp(energy, [p[0] for p in points], [p[1] for p in points]))
+    return np.interp(energy, [p[0] for p in points], [p[1] for p in points])
 
 
 def _bin_of(energy: np.ndarray, edges: np.ndarray) -> np.ndarray:

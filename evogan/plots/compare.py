@@ -13,13 +13,14 @@ import numpy as np
 import yaml
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from evogan.detectors import detector_for
 from evogan.errors import ConfigError
 from evogan.physics.resolution import ResolutionFit, fit_resolution, format_pm
 from evogan.plots import save_figure
 from evogan.plots.runs import run_colours
+from evogan.plots.scales import readable_log_ticks, reference_lines
 from evogan.store import METRICS, RunDir, read_metrics
 
 
@@ -94,7 +95,7 @@ def _label(record: RunRecord) -> str:
     return record.method if record.label == record.method else f"{record.method} ({record.label})"
 
 
-def _percent_log_axis(axis: Axes) -> None:
+def percent_log_axis(axis: Axes) -> None:
     """A log test-loss axis labelled at 1, 1.2, 1.5, 2, 3 and 5 of every decade in plain numbers:
     runs that end between 1% and 2% (the shipped GA ends near 1.2%) get labels there, not only at
     powers of ten."""
@@ -106,8 +107,28 @@ def _percent_log_axis(axis: Axes) -> None:
     axis.grid(True, which="both", alpha=0.3)
 
 
+def target_lines(records: list[RunRecord]) -> list[tuple[float, str, str]]:
+    """The test-MAPE targets the runs' summaries time (``seconds_to_mape_10``: 10%), as
+    :func:`~evogan.plots.scales.reference_lines` levels, highest first."""
+    prefix = "seconds_to_mape_"
+    found = {
+        float(k.removeprefix(prefix)) for r in records for k in r.summary if k.startswith(prefix)
+    }
+    styles = ("--", ":", "-.")
+    return [
+        (value, f"target {value:g}% (test_target_mape)", styles[index % len(styles)])
+        for index, value in enumerate(sorted(found, reverse=True))
+    ]
+
+
 def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
-    """Test MAPE of each run against epoch and against training time."""
+    """Write :func:`loss_figure` to ``path``."""
+    return save_figure(loss_figure(records), path)
+
+
+def loss_figure(records: list[RunRecord]) -> Figure:
+    """Test MAPE of each run against epoch and against training time; the targets of the
+    runs' configs are lines in the legend that leave the range to the curves."""
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     by_epoch, by_time = fig.subplots(1, 2)
     for record, colour in zip(records, run_colours(len(records)), strict=True):
@@ -118,14 +139,16 @@ def plot_test_loss(records: list[RunRecord], path: Path) -> Path:
         style = {"color": colour, "label": _label(record), "marker": "o", "ms": 3}
         by_epoch.plot(epochs, loss, **style)
         by_time.plot(seconds, loss, **style)
+    lines = target_lines(records)
     for axis, xlabel in ((by_epoch, "epoch"), (by_time, "training time [s]")):
         axis.set_xlabel(xlabel)
-        _percent_log_axis(axis)
-        axis.axhline(10, color="grey", ls="--", lw=0.8)
-        axis.axhline(5, color="grey", ls=":", lw=0.8)
+        percent_log_axis(axis)
+        reference_lines(axis, lines)
+        readable_log_ticks(axis)
+    by_epoch.xaxis.set_major_locator(MaxNLocator(integer=True))
     by_epoch.legend(fontsize=8)
     fig.suptitle(f"Test loss (MAPE) of the energy regressor\n{images_caption(records)}")
-    return save_figure(fig, path)
+    return fig
 
 
 def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
@@ -157,7 +180,7 @@ def plot_island_curves(records: list[RunRecord], path: Path) -> Path | None:
         )
         axis.set_title(f"{_label(record)}: {len(record.islands)} islands\n{record.image}")
         axis.set_xlabel("epoch")
-        _percent_log_axis(axis)
+        percent_log_axis(axis)
         axis.legend(fontsize=7, ncol=2 if len(record.islands) > 8 else 1)
     return save_figure(fig, path)
 

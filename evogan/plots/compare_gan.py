@@ -110,8 +110,17 @@ def plot_gan_losses(records: list[GanRunRecord], path: Path) -> Path:
 
 
 def plot_gan_validation(records: list[GanRunRecord], path: Path) -> Path | None:
-    """Validation score against the step, the reference floor dashed (band: its spread), best
-    points starred; None when no run was scored during training."""
+    """Write :func:`gan_validation_figure` to ``path``; None when no run was scored during
+    training."""
+    fig = gan_validation_figure(records)
+    return None if fig is None else save_figure(fig, path)
+
+
+def gan_validation_figure(records: list[GanRunRecord]) -> Figure | None:
+    """Validation score against the step with the floor's spread (the score's sampling noise at
+    this sample size) as error bars, as in ``learning_curve.png``; the reference floor dashed
+    (band: the same spread), best points starred; None when no run was scored during
+    training."""
     colours = run_colours(len(records))
     scored = [(r, c) for r, c in zip(records, colours, strict=True) if r.validations]
     if not scored:
@@ -123,16 +132,29 @@ def plot_gan_validation(records: list[GanRunRecord], path: Path) -> Path | None:
         steps = [int(r["step"]) for r in record.validations]
         scores = [_number(r.get("score")) for r in record.validations]
         positive &= all(v > 0 for v in scores if math.isfinite(v))
-        axis.plot(steps, scores, marker="o", ms=4, color=colour, label=record.label)
+        spreads = [_number(r.get("floor_spread")) for r in record.validations]
+        axis.errorbar(
+            steps,
+            scores,
+            yerr=[v if math.isfinite(v) else 0.0 for v in spreads],
+            marker="o",
+            ms=4,
+            capsize=3,
+            color=colour,
+            label=record.label,
+        )
         best = [
             (s, v)
             for r, s, v in zip(record.validations, steps, scores, strict=True)
             if r.get("best")
         ]
         if best:
-            axis.plot(*zip(*best, strict=True), ls="", marker="*", ms=11, color=colour)
+            axis.plot(*zip(*best, strict=True), ls="", marker="*", ms=13, mfc="none", color=colour)
         _draw_floor(axis, record.validations[-1], record.label, colour)
-    axis.plot([], [], ls="", marker="*", ms=11, color="grey", label="best so far (kept)")
+    axis.plot(
+        [], [], ls="", marker="*", ms=13, mfc="none", color="grey", label="best so far (kept)"
+    )
+    axis.plot([], [], ls="", label="bars and bands: the floor's spread (the score's noise)")
     if positive:
         axis.set_yscale("log")
     axis.set_xlabel("optimiser steps per rank")
@@ -140,7 +162,7 @@ def plot_gan_validation(records: list[GanRunRecord], path: Path) -> Path | None:
     axis.set_title("3DGAN validation score during training")
     axis.grid(True, which="both", alpha=0.3)
     axis.legend(fontsize=8)
-    return save_figure(fig, path)
+    return fig
 
 
 def _draw_floor(axis: Axes, last: dict[str, Any], label: str, colour: Any) -> None:

@@ -1,11 +1,14 @@
 """Figures of ``evogan validate``: generated showers against reference showers.
 
 - ``features.png``: every high-level feature (and the cell spectrum) as a normalised histogram
-  of generated vs reference with Poisson error bars, and a ratio panel below each;
+  of generated vs reference with Poisson error bars, in bins that resolve the reference, and a
+  ratio panel below each whose axis extends to its points (triangles on the edge for those off
+  it);
 - ``profiles.png``: mean energy per x slice, y slice (mm) and layer (with X0 on top), and the
-  moments per energy bin; for an ensemble, the band is the members' standard deviation (SAGIPS
-  equations 7-8). A cylinder has no x and y slices: its radial (mm) and angular (degrees)
-  profiles take their place.
+  moments per energy bin, on a log axis where the two curves together span more than a factor
+  3 (a model far off then leaves the reference readable, not flat at zero); for an ensemble,
+  the band is the members' standard deviation (SAGIPS equations 7-8). A cylinder has no x
+  and y slices: its radial (mm) and angular (degrees) profiles take their place.
 
 The selection score and its independent-sample floor are printed on both figures.
 """
@@ -25,24 +28,36 @@ from evogan.physics.features import (
     PROFILES,
     UNITS,
     FeatureTable,
-    depth_centres,
 )
 from evogan.plots import save_figure
+from evogan.plots.scales import (
+    LOG_ENERGY_SPAN,
+    mark_off_scale,
+    off_scale_handle,
+    plain_log_axis,
+    ratio_limits,
+    spans_factor,
+    x0_axis,
+)
 
 REF = {"color": "black", "label": "reference"}
 GEN = {"color": "tab:red"}
 DPI = 90  # the validation figures are wide: 1,500 px at this resolution
 HIST_BINS = 40  # at most; fewer for small sets (1.5 sqrt(n))
+REF_MARGIN = 0.25
+"""Bins reach this share of the reference's bulk beyond it on each side."""
+UNION_SPAN = 3.0
+"""Bins cover the generated bulk too while both together span at most this many times the
+reference's bulk; a model further off leaves the reference resolved and is counted as off
+the axis."""
+OUTSIDE_NOTE = 0.02
+"""A panel names the share of generated events off its axis from this share on."""
 MOMENTS = (
     ("energy_ratio", "E_total / E_primary"),
     ("centre_z_x0", "depth centre (X0)"),
     ("width_z_x0", "depth width (X0)"),
     ("width_x_mm", "x width (mm)"),
 )
-
-LOG_ENERGY_SPAN = 100
-"""Primary energies spanning more than this factor (CaloChallenge's 1 GeV-1 TeV, drawn
-log-uniform) are drawn on a log axis, where their bins lie evenly."""
 
 PAD_MM = detector_for("clic-ecal").geometry.cell_mm
 """Pad pitch of the x and y profiles, which only the CLIC ECAL's Cartesian tables hold."""
@@ -105,6 +120,7 @@ def features_figure(
             unit = hits_label(10 ** reference.spectrum_edges[0]) if name == "hits" else None
             xlabel = f"{name} ({unit or UNITS.get(name, '')})"
             ylabel = "fraction of events"
+            _outside_note(top, gen, edges)
         else:
             edges = reference.spectrum_edges
             ref_h, gen_h = reference.spectrum.sum(axis=0), generated.spectrum.sum(axis=0)
@@ -112,26 +128,62 @@ def features_figure(
         _hist_pair(top, bottom, edges, ref_h, gen_h, label)
         top.set_ylabel(ylabel)
         bottom.set_xlabel(xlabel)
-    fig.axes[0].legend(frameon=False, fontsize=8)
+    first = fig.axes[0]
+    handles = first.get_legend_handles_labels()[0]
+    marker = off_scale_handle(GEN["color"], "gen / ref off its axis, or reference bin empty")
+    first.legend(handles=[*handles, marker], frameon=False, fontsize=8)
     fig.suptitle(headline)
     return fig
 
 
 def _edges(ref: np.ndarray, gen: np.ndarray, bins: int) -> np.ndarray:
-    """Bins covering the bulk of both sets (0.5-99.5 percentiles), so a shifted generator is
-    seen next to the reference rather than off the axis."""
-    both = [np.percentile(ref, [0.5, 99.5])]
-    if len(gen):
-        both.append(np.percentile(gen, [0.5, 99.5]))
-    low, high = min(b[0] for b in both), max(b[1] for b in both)
-    if high <= low:
-        low, high = low - 0.5, high + 0.5
+    """Bins that resolve the reference: its bulk (0.5-99.5 percentiles), widened to take in the
+    generated bulk where both together span at most UNION_SPAN times the reference's, else
+    the reference's bulk with a margin of REF_MARGIN on each side (a poor model's events
+    beyond are counted on the panel, not allowed to squeeze the reference into one bin). An
+    integer feature (hits) spanning fewer values than bins gets one bin per integer."""
+    low, high = np.percentile(ref, [0.5, 99.5])
+    span = high - low if high > low else max(0.05 * abs(high), 0.5)
+    gen_low, gen_high = np.percentile(gen, [0.5, 99.5]) if len(gen) else (low, high)
+    if max(high, gen_high) - min(low, gen_low) <= UNION_SPAN * span:
+        low, high = min(low, gen_low), max(high, gen_high)
+    else:
+        low, high = low - REF_MARGIN * span, high + REF_MARGIN * span
+    if high <= low:  # one value in both sets
+        low, high = low - 0.5 * span, high + 0.5 * span
+    if np.array_equal(ref, np.round(ref)) and high - low < bins:
+        return np.arange(np.floor(low) - 0.5, np.ceil(high) + 1.0)
     return np.linspace(low, high, bins + 1)
+
+
+def _outside_note(ax: Axes, gen: np.ndarray, edges: np.ndarray) -> None:
+    """Where the generated events the axis leaves out lie, when they are a visible share."""
+    if not len(gen):
+        return
+    below, above = np.mean(gen < edges[0]), np.mean(gen > edges[-1])
+    if below + above < OUTSIDE_NOTE:
+        return
+    sides = [f"{share:.0%} {side}" for share, side in ((below, "below"), (above, "above"))]
+    ax.text(
+        0.98,
+        0.97,
+        "gen off axis:\n" + ", ".join(side for side in sides if not side.startswith("0%")),
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=7,
+        color=GEN["color"],
+        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},
+    )
 
 
 def _hist_pair(
     top: Axes, bottom: Axes, edges: np.ndarray, ref_h: np.ndarray, gen_h: np.ndarray, label: str
 ) -> None:
+    """Normalised histograms with Poisson errors over their ratio, on an axis from 0 to 2 or to
+    the highest ratio measured to 50%, at most 4 (:func:`~evogan.plots.scales.ratio_limits`);
+    a ratio above it, or a generated count over an empty reference bin, is a triangle on the
+    top edge."""
     centres = 0.5 * (edges[:-1] + edges[1:])
     for counts, style, name in ((ref_h, REF, "reference"), (gen_h, GEN, label)):
         total = max(counts.sum(), 1)
@@ -150,12 +202,17 @@ def _hist_pair(
         top.set_yscale("log")
     ref_n, gen_n = ref_h / max(ref_h.sum(), 1), gen_h / max(gen_h.sum(), 1)
     ok = ref_h > 0
-    ratio = np.where(ok, gen_n / np.where(ok, ref_n, 1.0), np.nan)
+    ratio = np.where(ok, gen_n / np.where(ok, ref_n, 1.0), np.where(gen_h > 0, np.inf, np.nan))
     with np.errstate(divide="ignore", invalid="ignore"):
         err = ratio * np.sqrt(1.0 / np.maximum(gen_h, 1) + 1.0 / np.where(ok, ref_h, 1))
-    bottom.errorbar(centres[ok], ratio[ok], err[ok], fmt="o", ms=2.5, color="tab:red", lw=0.8)
+    low, high = ratio_limits(ratio, err)
+    shown = ok & (ratio <= high)
+    bottom.errorbar(
+        centres[shown], ratio[shown], err[shown], fmt="o", ms=2.5, color=GEN["color"], lw=0.8
+    )
     bottom.axhline(1.0, color="black", lw=0.8)
-    bottom.set_ylim(0.0, 2.0)
+    bottom.set_ylim(low, high)
+    mark_off_scale(bottom, centres, ratio, high, GEN["color"])
     bottom.set_ylabel("gen / ref")
     top.tick_params(labelbottom=False)
     for ax in (top, bottom):
@@ -228,13 +285,16 @@ def profiles_figure(
         _curves(ax, x, key, reference, generated, generated_std, label, log=True)
         _decorate(ax, xlabel, "energy fraction per slice (unit area)", log=True)
         if axis == "z" and "profile_x" in reference:
-            _x0_axis(ax, size)
+            x0_axis(ax, size)
     centres = 0.5 * (energy_edges[:-1] + energy_edges[1:])
-    for ax, (name, ylabel) in zip([axes[0, 3], *axes[1, :3]], MOMENTS, strict=True):
-        _curves(ax, centres, name, reference, generated, generated_std, label)
+    moments = [*MOMENTS, ("hits", hits_label(hit_threshold))]
+    for ax, (name, ylabel) in zip([axes[0, 3], *axes[1]], moments, strict=True):
+        values = np.concatenate([np.ravel(reference[name]), np.ravel(generated[name])])
+        log = spans_factor(values)  # a model far off leaves the reference visible, not flat
+        _curves(ax, centres, name, reference, generated, generated_std, label, log=log)
         _decorate(ax, "primary energy (GeV)", ylabel, log=False)
-    _curves(axes[1, 3], centres, "hits", reference, generated, generated_std, label)
-    _decorate(axes[1, 3], "primary energy (GeV)", hits_label(hit_threshold), log=False)
+        if log:
+            plain_log_axis(ax)
     if energy_edges[0] > 0 and energy_edges[-1] / energy_edges[0] > LOG_ENERGY_SPAN:
         for ax in [axes[0, 3], *axes[1]]:
             ax.set_xscale("log")
@@ -304,21 +364,6 @@ def _unit_area(data: dict, key: str, width: np.ndarray) -> dict[str, np.ndarray]
     """``data``'s ``<key>_mean`` and ``<key>_error`` scaled so the profile integrates to 1."""
     area = float((data[f"{key}_mean"] * width).sum()) or 1.0
     return {key: data[f"{key}_mean"] / area, f"{key}_error": data[f"{key}_error"] / area}
-
-
-def _x0_axis(ax: Axes, layers: int) -> None:
-    """Depth in X0 on the top axis (the CLIC layers are not equally thick)."""
-    depths, unit = depth_centres(layers)
-    if unit != "x0":
-        return
-    top = ax.secondary_xaxis(
-        "top",
-        functions=(
-            lambda i: np.interp(i, np.arange(layers), depths),
-            lambda t: np.interp(t, depths, np.arange(layers)),
-        ),
-    )
-    top.set_xlabel("depth (X0)")
 
 
 def _decorate(ax: Axes, xlabel: str, ylabel: str, *, log: bool) -> None:

@@ -10,10 +10,12 @@ from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from evogan.plots import save_figure
 from evogan.plots.runs import run_colours
+from evogan.plots.scales import mark_off_scale, off_scale_handle, upper_fence
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,11 @@ def plot_convergence(views: list[CampaignView], path: Path) -> Path:
 
 
 def plot_pareto(views: list[CampaignView], path: Path, second: str) -> Path:
+    """Write :func:`pareto_figure` to ``path``."""
+    return save_figure(pareto_figure(views, second), path)
+
+
+def pareto_figure(views: list[CampaignView], second: str) -> Figure:
     """Fitness against model size (weights or FLOPs): every candidate, fronts highlighted."""
     fig = Figure(figsize=(6.5, 4.5))
     axis = fig.subplots()
@@ -81,13 +88,13 @@ def plot_pareto(views: list[CampaignView], path: Path, second: str) -> Path:
             label=f"{view.label}: Pareto front",
         )
     axis.set_xscale("log")
-    _fitness_scale(axis, [r["fitness"] for view in views for r in view.rows])
+    handles = _leave_out_worst(axis, views, key)
     axis.set_xlabel("forward FLOPs per shower" if key == "flops" else "trainable weights")
     axis.set_ylabel("fitness (lower is better)")
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
+    axis.legend(handles=axis.get_legend_handles_labels()[0] + handles, fontsize=7)
     axis.set_title("Fitness against model size")
-    return save_figure(fig, path)
+    return fig
 
 
 def plot_final(views: list[CampaignView], path: Path) -> Path | None:
@@ -151,6 +158,35 @@ def _fitness_scale(axis: Axes, values: list[float]) -> None:
     finite = [v for v in values if math.isfinite(v)]
     if finite and min(finite) > 0 and max(finite) / min(finite) >= 10:
         axis.set_yscale("log")
+
+
+def _leave_out_worst(axis: Axes, views: list[CampaignView], key: str) -> list[Line2D]:
+    """A fitness range over the candidates inside Tukey's far fence
+    (:func:`~evogan.plots.scales.upper_fence`), so one diverged candidate does not flatten
+    the rest; the worse ones are triangles on the top edge, counted in a legend entry (the
+    handles returned for it)."""
+    rows = [(view, r) for view in views for r in view.rows if r["status"] == "ok"]
+    fitness = [r["fitness"] for _, r in rows]
+    fence = upper_fence(fitness)
+    kept = [v for v in fitness if math.isfinite(v) and v <= fence]
+    _fitness_scale(axis, kept)
+    worse = [(view, r) for view, r in rows if not r["fitness"] <= fence]
+    if not worse or not kept:
+        return []
+    low, high = min(kept), max(kept)
+    if axis.get_yscale() == "log":
+        pad = (high / low) ** 0.05
+        low, high = low / pad, high * pad
+    else:
+        pad = 0.05 * (high - low) or 0.05 * abs(high) or 1.0
+        low, high = low - pad, high + pad
+    axis.set_ylim(low, high)
+    for view, colour in zip(views, run_colours(len(views)), strict=True):
+        mine = [r for v, r in worse if v is view]
+        mark_off_scale(axis, [r[key] for r in mine], [math.inf] * len(mine), high, colour)
+    largest = max(r["fitness"] for _, r in worse)
+    label = f"{len(worse)} worse, above the axis (up to {largest:.3g})"
+    return [off_scale_handle("grey", label)]
 
 
 def _front_by_size(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:

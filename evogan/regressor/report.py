@@ -1,4 +1,5 @@
-"""What every regressor run (GA, hybrid, RMSprop) writes: metrics, progress, model, summary.
+"""What every regressor run (GA, hybrid, RMSprop) writes: metrics, progress, model, summary
+and its learning curve.
 
 One module for all methods, so ``evogan compare`` reads the same fields from every run.
 """
@@ -141,9 +142,10 @@ def finish_run(
     extra: dict[str, Any] | None = None,
     tracked: tracking.TrackedRun | None = None,
 ) -> dict[str, Any]:
-    """Save the best model and write ``summary.json`` (with the detector and projection the
-    test set's images come from, for the figures), then end the MLflow run ``tracked`` with
-    the model; returns the summary.
+    """Save the best model, write ``summary.json`` (with the detector and projection the
+    test set's images come from, for the figures) and draw ``learning_curve.png`` from the
+    run's metrics, then end the MLflow run ``tracked`` with the model and the curve; returns
+    the summary.
 
     For gradient runs ``generations`` counts optimiser steps and ``evaluations`` minibatch
     forward passes of the one model, the closest analogues. Long because the summary is one
@@ -186,6 +188,9 @@ def finish_run(
         ),
     }
     run.write_summary(summary)
+    from evogan.plots.regressor_curve import plot_run_curve
+
+    curve = plot_run_curve(run.path)
     if tracked is not None:
-        tracked.end("FINISHED", [run.file(BEST_MODEL)])
+        tracked.end("FINISHED", [run.file(BEST_MODEL), curve])
     return summary
