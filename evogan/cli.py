@@ -21,6 +21,7 @@ COMMANDS = {
     "compare": "compare",
     "validate": "validate",
     "generate": "generate",
+    "export": "export",
     "search": "search",
     "report": "report",
 }

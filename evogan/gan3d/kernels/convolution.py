@@ -288,6 +288,18 @@ class ConvBlock(nn.Sequential):
         self.phase = upsampled and phase_pays(self.factors, conv.kernel_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.convolve(x)
+        for layer in self.tail:
+            x = layer(x)
+        return x
+
+    @property
+    def tail(self) -> list[nn.Module]:
+        """The layers after the convolution (noise, activation, batch norm, dropout)."""
+        return list(self)[self.head :]
+
+    def convolve(self, x: torch.Tensor) -> torch.Tensor:
+        """``[upsample] -> [pad] -> Conv3d`` of ``x`` in the block's fastest exact form."""
         conv: nn.Conv3d = self[self.head - 1]
         if self.phase:
             x = upsampled_conv3d(x, conv.weight, conv.bias, self.factors, self.pads)
@@ -298,8 +310,6 @@ class ConvBlock(nn.Sequential):
         else:
             for layer in list(self)[: self.head]:
                 x = layer(x)
-        for layer in list(self)[self.head :]:
-            x = layer(x)
         return x
 
 

@@ -2,9 +2,10 @@
 from it (``networks``, ``blocks``), their losses (``losses``), the conditions a generator was
 trained on (``conditions``), self-describing generator files (``model_file``), how the forward
 passes run (``precision``: bf16 autocast, channels-last, compile, convolution forms), showers
-from a generator (``generate``) and the generator files that form an ensemble
-(``ensemble_members``). The convolutions and dropout masks come from
-:mod:`evogan.gan3d.kernels`.
+from a generator (``generate``), the generator files that form an ensemble
+(``ensemble_members``), and a generator with what ``generate`` does around it as one graph
+(``shower_graph``) written as an ONNX file (``onnx_file``). The convolutions and dropout masks
+come from :mod:`evogan.gan3d.kernels`.
 
 The names are imported on first use (PEP 562): :mod:`evogan.config.gan` embeds the spec, and
 importing it must not import torch.
@@ -20,6 +21,7 @@ _LAZY = {
     "GanSpec": ".spec",
     "Generator": ".networks",
     "build_models": ".networks",
+    "export_onnx": ".onnx_file",
     "generate_showers": ".generate",
     "load_generator": ".model_file",
     "load_spec": ".spec",
