@@ -255,6 +255,7 @@ def test_per_cell_noise_blocks_become_inputs_drawn_in_generates_order(
 ) -> None:
     raw = load_spec(REPO / CC2).model_dump(mode="json")
     raw["generator"][0]["noise"] = True
+    raw["conditioning"]["log_energy"] = True  # a further condition slot, ln(E / energy_scale)
     spec = GanSpec.model_validate(raw)
     generator = Generator(spec, torch.Generator().manual_seed(3))
     with torch.no_grad():

@@ -158,6 +158,16 @@ def make_latent(
     n = energy.shape[0]
     noise = torch.randn(n * shard[1], spec.noise_size, generator=rng, device=rng.device)
     noise = noise[shard[0] * n : (shard[0] + 1) * n].to(energy.device)
+    return latent_vector(spec, noise, energy, theta)
+
+
+def latent_vector(
+    spec: GanSpec, noise: torch.Tensor, energy: torch.Tensor, theta: torch.Tensor | None
+) -> torch.Tensor:
+    """The generator's input from normal draws ``noise`` (N, noise_size), primary energies
+    (GeV) and angles (rad): the one place the spec's conditioning is applied (training,
+    generation and exported graphs alike)."""
+    n = noise.shape[0]
     scaled = (energy / spec.conditioning.energy_scale).reshape(n, 1).to(noise.dtype)
     if spec.conditioning.mode == "multiply":
         return noise * scaled

@@ -22,7 +22,7 @@ from torch import nn
 from evogan.detectors import detector_for
 from evogan.gan3d.kernels import set_convolution
 from evogan.gan3d.model.blocks import NoiseInjection
-from evogan.gan3d.model.networks import Generator, to_gev
+from evogan.gan3d.model.networks import Generator, latent_vector, to_gev
 from evogan.gan3d.model.spec import GanSpec, generator_layers
 
 OUTPUT = "showers"
@@ -112,13 +112,8 @@ class ShowerGraph(nn.Module):
         spec = self.spec
         theta, cell_noise = (rest[0], rest[1:]) if spec.conditioning.angle else (None, rest)
         form = self.form
-        gev = energy.reshape(-1, 1) * form.to_gev if form.to_gev != 1 else energy.reshape(-1, 1)
-        scaled = gev / spec.conditioning.energy_scale
-        if spec.conditioning.mode == "multiply":
-            x = latent * scaled
-        else:
-            slots = [scaled] if theta is None else [scaled, theta.reshape(-1, 1)]
-            x = torch.cat([*slots, latent], dim=1)
+        gev = energy * form.to_gev if form.to_gev != 1 else energy
+        x = latent_vector(spec, latent, gev, theta)
         x = self.generator.dense(x).view(-1, *self.generator.seed_shape)
         draws = iter(cell_noise)
         for block in self.generator.blocks:

@@ -21,13 +21,14 @@ from evogan.gan3d.model.networks import Generator
 from evogan.gan3d.model.spec import GanSpec, load_spec
 from evogan.gan3d.training.checkpoint import MARKER
 from evogan.gan3d.training.outputs import LAST_MODEL
-from evogan.store import BEST_MODEL, CONFIG, load_weights
-from evogan.store.lock import FINISHED, read_status
+from evogan.store import BEST_MODEL, CONFIG, SUMMARY, load_weights
+from evogan.store.lock import FINISHED, RUNNING, read_status
 from evogan.store.state_files import read_state
 
-MODELS = ("best", "last")
 CHECKPOINT = "checkpoint"
 """What :attr:`Picked.model` says of the generator of a run's last checkpoint."""
+UNFINISHED = "unfinished"
+"""The status of a run made by library calls (no status recorded) that wrote no summary."""
 
 
 @dataclass(frozen=True)
@@ -94,19 +95,18 @@ def _at(meta: dict[str, Any]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _with_note(picked: Picked, run: Path, status: str | None, other: str = "") -> Picked:
+def _with_note(picked: Picked, run: Path, status: str, other: str = "") -> Picked:
     """``picked`` with a note naming it when ``run`` has not finished."""
-    if status in (None, FINISHED):
+    if status == FINISHED:
         return picked
-    ended = "is still running" if status == "running" else f"was {status} before it finished"
     tail = f"; {other}" if other else ""
-    return replace(picked, note=f"note: {run} {ended}; exporting {picked.what}{tail}")
+    return replace(picked, note=f"note: {run} {_ended(status)}; exporting {picked.what}{tail}")
 
 
-def _last(run: Path, status: str | None) -> Picked | None:
+def _last(run: Path, status: str) -> Picked | None:
     """``last_model.h5`` of a finished run, else the last checkpoint's generator, else None."""
     file, marker = run / LAST_MODEL, run / MARKER
-    if (status in (None, FINISHED) or not marker.is_file()) and is_generator(file):
+    if (status == FINISHED or not marker.is_file()) and is_generator(file):
         return _loaded(file, "last")
     return _checkpointed(run) if marker.is_file() else None
 
@@ -140,17 +140,27 @@ def _checkpointed(run: Path) -> Picked:
     return Picked(spec, generator.eval(), meta, CHECKPOINT, source, what)
 
 
-def _status(run: Path) -> str | None:
-    """The run's recorded status (None: made by library calls, which record none)."""
+def _status(run: Path) -> str:
+    """The run's recorded status; for a run made by library calls, which record none:
+    finished when it has a summary, else :data:`UNFINISHED`."""
     record = read_status(run)
-    return None if record is None else str(record["status"])
+    if record is not None:
+        return str(record["status"])
+    return FINISHED if (run / SUMMARY).is_file() else UNFINISHED
 
 
-def _state(status: str | None) -> str:
+def _ended(status: str) -> str:
+    """How a run that has not finished stands, after its path."""
+    if status == UNFINISHED:
+        return "has not finished"
+    return "is still running" if status == RUNNING else f"was {status} before it finished"
+
+
+def _state(status: str) -> str:
     """Why a run has no best model yet, or at all."""
-    if status in (None, FINISHED):
+    if status == FINISHED:
         return "its training finished without one: a diverged training keeps only last_model.h5"
-    return "it is still running" if status == "running" else f"it was {status} before it finished"
+    return f"it {_ended(status)}"
 
 
 def _refuse_empty(path: Path) -> None:
