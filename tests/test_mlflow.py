@@ -106,7 +106,7 @@ def test_a_regressor_run_is_one_mlflow_run_holding_its_records(
     params = found.data.params
     assert params["ga.epochs"] == "2" and params["data.train_events"] == "240"
     assert params["run.mlflow"] == "true" and params["task"] == "regressor"
-    assert _artifacts(store, run_id) == ["best_model.h5"]
+    assert _artifacts(store, run_id) == ["best_model.h5", "learning_curve.png"]
     assert _client(store).get_experiment(found.info.experiment_id).name == "evogan-regressor"
 
 
@@ -152,7 +152,7 @@ def test_an_island_run_nests_one_mlflow_run_per_island(root: Path) -> None:
         )
     best = read_metrics(run / "metrics.jsonl", "epoch")  # the best island's, per epoch
     assert _history(store, parent, "epoch/test_mape") == _expect(best, "epoch", "test_mape")
-    assert _artifacts(store, parent) == ["best_model.h5"]
+    assert _artifacts(store, parent) == ["best_model.h5", "learning_curve.png"]
     assert all(_artifacts(store, child.info.run_id) == [] for child in children.values())
 
 
