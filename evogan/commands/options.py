@@ -8,7 +8,7 @@ import argparse
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -21,9 +21,6 @@ from evogan.errors import ConfigError, EvoganError
 from evogan.logs import hint
 from evogan.store.lock import claim
 from evogan.store.rundir import check_new_run_dir, check_run_name
-
-if TYPE_CHECKING:
-    pass
 
 CAMPAIGN_MANIFEST = "campaign.json"
 """``evogan.search.campaign.MANIFEST``, named here: importing ``evogan.search`` starts MPI."""
@@ -128,15 +125,40 @@ def hint_precision(args: argparse.Namespace, device: str = "cpu") -> None:
         )
 
 
+def split_sets(argv: list[str]) -> list[str]:
+    """``--set A=1 B=2`` as ``--set A=1 --set B=2``, so one ``--set`` takes several settings:
+    argparse gives an option one value, and taking more greedily would swallow a ``CONFIG``
+    given after them. A word after a ``--set`` value is one more setting when it holds ``=``
+    and does not start with ``-``; ``--`` ends the options."""
+    words: list[str] = []
+    value_next = in_sets = False
+    for at, word in enumerate(argv):
+        if word == "--":
+            return words + argv[at:]
+        if value_next:
+            value_next, in_sets = False, True
+        elif word == "--set":
+            value_next = True
+        elif word.startswith("--set="):
+            in_sets = True
+        elif in_sets and "=" in word and not word.startswith("-"):
+            words.append("--set")
+        else:
+            in_sets = False
+        words.append(word)
+    return words
+
+
 def add_config_options(parser: argparse.ArgumentParser, example: str, run_dir_help: str) -> None:
-    """``--set KEY=VALUE`` (repeatable) and ``--run-dir DIR``."""
+    """``--set KEY=VALUE...`` (several after one, and repeatable) and ``--run-dir DIR``."""
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override a config value, e.g. --set {example} (repeatable)",
+        help=f"override config values, e.g. --set {example} (one --set takes several "
+        "KEY=VALUE; a list is --set 'KEY=[a, b]')",
     )
     parser.add_argument("--run-dir", type=Path, help=run_dir_help)
 
@@ -161,7 +183,7 @@ def add_read_options(parser: argparse.ArgumentParser, files: str) -> None:
         default=[],
         metavar="data.KEY=VALUE",
         help=f"how to read {files} where detection falls short, as in a config: {keys} "
-        "(repeatable)",
+        "(one --set takes several)",
     )
 
 
