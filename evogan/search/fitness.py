@@ -52,7 +52,7 @@ from evogan.search.members import (
     train_members,
 )
 from evogan.search.rungs import Decide, rung_key, rung_plan
-from evogan.search.scoring import Scorer
+from evogan.search.scoring import MemberScore, Scorer
 from evogan.seeding import derive_seed
 
 
@@ -166,15 +166,19 @@ def _record(
     return result
 
 
-def _add_scores(result: Evaluation, scores: list[float], beta: float) -> None:
+def _add_scores(result: Evaluation, scores: list[MemberScore], beta: float) -> None:
     """The member scores and their statistics into ``result``: ``nan`` when any member's
-    showers were not finite."""
-    result.member_scores = scores
+    showers were not finite; the reason of an ``ok`` one names the empty showers that
+    worsened its score (each scores worst-class)."""
+    result.member_scores = [score.value for score in scores]
     values = np.asarray(result.member_scores, dtype=np.float64)
     if np.isnan(values).any():
         result.status = "nan"
         result.reason = "generator showers not finite (training diverged)"
         return
+    empty = [f"{s.empty} of {s.events} in member {m}" for m, s in enumerate(scores) if s.empty]
+    if empty:
+        result.reason = f"generator made empty showers: {', '.join(empty)}"
     result.score_mean = float(values.mean())
     result.score_std = float(values.std())
     if len(values) > 1:  # the spread of the mean, so candidates that tie within it are seen

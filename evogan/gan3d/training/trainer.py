@@ -64,11 +64,13 @@ class Opening:
     """Which run directory a training opens: a new one (``run_dir``, or one made under
     ``run.root``), or with ``resume`` the one ``run_dir`` holds, continued from its last
     committed checkpoint; ``until``: the epoch a resumed run must not have reached yet (None:
-    any)."""
+    any); ``announce_data``: print the data it reads (a search says that once for all its
+    trainings)."""
 
     run_dir: Path | None = None
     resume: bool = False
     until: int | None = None
+    announce_data: bool = True
 
 
 class GanTrainer:
@@ -92,7 +94,7 @@ class GanTrainer:
         self.config, self.world, self.on_step = config, world, on_step
         self.mode: Mode = mode_for(settings)
         self.setup = rank_setup(settings, world)  # refused before a run directory exists
-        shard, held_out = load_data(config.data, settings, world)
+        shard, held_out = load_data(config.data, settings, world, opening.announce_data)
         check_window(config.spec, held_out.shape, held_out.files)  # the same on every rank
         self.trained_on = trained_ranges(*shard.conditions(), world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
@@ -131,11 +133,13 @@ class GanTrainer:
         world: MPI.Comm | None = None,
         stop: StopFlag | None = None,
         on_step: Callable[[StepInfo], None] | None = None,
+        announce_data: bool = True,
     ) -> GanTrainer:
         """A new training of ``config`` in a new run directory (``run_dir``, or one made under
         ``run.root``; an existing non-empty one is refused)."""
         world = MPI.COMM_WORLD if world is None else world
-        return cls(config, Opening(run_dir), world, stop or StopFlag(), on_step)
+        opening = Opening(run_dir, announce_data=announce_data)
+        return cls(config, opening, world, stop or StopFlag(), on_step)
 
     @classmethod
     def resume(
@@ -146,6 +150,7 @@ class GanTrainer:
         world: MPI.Comm | None = None,
         stop: StopFlag | None = None,
         on_step: Callable[[StepInfo], None] | None = None,
+        announce_data: bool = True,
     ) -> GanTrainer:
         """The training ``run_dir`` holds, continued from its last committed checkpoint with
         ``config`` (default: the run's own ``config.yaml``; with a config given, a run that
@@ -159,7 +164,8 @@ class GanTrainer:
         if config is None:
             path = Path(run_dir) / CONFIG
             config = validate(Gan3dConfig, stored_config(Path(run_dir)), source=str(path))
-        return cls(config, Opening(run_dir, True, until), world, stop or StopFlag(), on_step)
+        opening = Opening(run_dir, True, until, announce_data)
+        return cls(config, opening, world, stop or StopFlag(), on_step)
 
     def _start(self, marker: dict[str, Any] | None) -> tuple[Position, int, float | None]:
         """Restore this rank from ``marker``'s checkpoint (or write a new run's manifest) and
