@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import math
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from evogan.config.search import SearchConfig
+from evogan.distributed.launcher import launch_prefix
 from evogan.distributed.mpi import MPI
 from evogan.gan3d.model.spec import GanSpec, discriminator_layers, generator_layers
 from evogan.gan3d.training.modes import mode_for
@@ -138,9 +140,11 @@ def member_seeds(config: SearchConfig, trainings: int) -> list[int]:
 
 def reproduce_command(campaign: Path, candidate: str, ranks: int, member: int = 0) -> str:
     """The shell line that re-trains member ``member`` of ``candidate`` with its recorded seed
-    on ``ranks`` ranks (sync results depend on the rank count) and prints both scores."""
-    launch = f"mpirun -n {ranks} " if ranks > 1 else ""
-    return f"{launch}evogan report {campaign} --reproduce {candidate}:{member}"
+    on ``ranks`` ranks (sync results depend on the rank count) and prints both scores: the
+    campaign's launcher and its arguments (``--oversubscribe``, a hostfile) on ``ranks``."""
+    launch = launch_prefix(ranks) if ranks > 1 else ""
+    command = f"evogan report {shlex.quote(str(campaign))} --reproduce {candidate}:{member}"
+    return f"{launch} {command}" if launch else command
 
 
 def trainings_needed(config: SearchConfig, group_size: int) -> int:
