@@ -119,11 +119,9 @@ class MemberTraining:
         config.trainer.epochs += inherited
         step = self.on_step  # the campaign said what data it reads, once for all trainings
         if inherited > 0:
-            resumed = GanTrainer.resume(
-                run_dir, config, world=group, on_step=step, announce_data=False
-            )
+            resumed = GanTrainer.resume(run_dir, config, world=group, on_step=step, announce=False)
             return resumed, inherited
-        opened = GanTrainer.open(config, run_dir, world=group, on_step=step, announce_data=False)
+        opened = GanTrainer.open(config, run_dir, world=group, on_step=step, announce=False)
         return opened, inherited
 
     def check(self, trainer: GanTrainer) -> None:

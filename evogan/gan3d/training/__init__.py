@@ -3,8 +3,9 @@ save), its setup per rank (``setup``), the epoch loop (``epoch_loop``), one step
 and the parallel modes that run it (``modes``: sync all-reduce, SAGIPS ARAR rings over
 :mod:`evogan.distributed.gradients`), checkpoints (``checkpoint``) and resuming (``resume``),
 when ranks checkpoint, validate or stop (``cadence``), validation during training
-(``validation``, with ``standing_stats``), the learning-rate schedule (``lr_decay``) and the
-generator's weight average (``weight_average``).
+(``validation``, with ``standing_stats``), the learning-rate schedule (``lr_decay``), the
+generator's weight average (``weight_average``) and the first step's estimate of a long CPU
+epoch (``estimate``).
 
 The names are imported on first use (PEP 562): the trainer needs torch and MPI.
 """

@@ -203,13 +203,13 @@ def share_cores(world: MPI.Comm) -> None:
 
 
 def load_data(
-    data: DataConfig, settings: TrainerConfig, world: MPI.Comm, announce_data: bool = True
+    data: DataConfig, settings: TrainerConfig, world: MPI.Comm, quiet: bool = False
 ) -> tuple[Any, Any]:
     """This rank's training shard and the held-out validation set (test split); rank 0 says
-    what it read unless ``announce_data`` is false."""
+    what it read unless ``quiet``."""
     from evogan.data.reader import open_dataset
 
-    announce = print if world.rank == 0 and announce_data else (lambda _message: None)
+    announce = print if world.rank == 0 and not quiet else (lambda _message: None)
     train, test = open_dataset(data, announce=announce)
     wanted = settings.validation_events or len(test)
     if wanted > len(test):
