@@ -95,3 +95,26 @@ def test_refusals_that_need_no_torch_come_before_it(tmp_path: Path) -> None:
         assert "already finished (status.json)" in line and not loaded
     line, loaded = _refusal(tmp_path, "report", str(tmp_path))
     assert "needs --out DIR" in line and not loaded
+
+
+@pytest.mark.parametrize(
+    ("command", "config", "record", "content"),
+    [
+        ("train", "gan3d_tiny.yaml", "manifest.json", {"world_size": 2}),
+        ("evolve", "regressor_ga.yaml", "manifest.json", {"layout": {"world_size": 2}}),
+        ("search", "arch_search_small.yaml", "campaign.json", {"world_size": 4}),
+    ],
+)
+def test_a_resume_on_another_rank_count_is_refused_before_torch(
+    tmp_path: Path, command: str, config: str, record: str, content: dict
+) -> None:
+    run = fake_run(tmp_path, "my run", CONFIGS / config)
+    (run / record).write_text(json.dumps(content))
+    ranks = next(iter(content.values())) if command != "evolve" else 2
+    line, loaded = _refusal(tmp_path, command, "--resume", str(run))
+    assert not loaded
+    assert line.endswith(
+        f"{run} was run on {ranks} rank(s) and must be resumed on as many; resume it with "
+        f"mpirun -n {ranks} evogan {command} --resume '{run}' (got 1)"
+    )
+    assert not (run / "status.json").exists()  # refused before the run was claimed

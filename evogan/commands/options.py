@@ -5,6 +5,7 @@ the checks of counts, output directories and generator paths."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from pathlib import Path
@@ -16,7 +17,8 @@ from evogan.config import load_config
 from evogan.config.base import StrictModel, apply_overrides, validate
 from evogan.config.data import DataConfig
 from evogan.config.resume import extending_keys, load_run_config
-from evogan.distributed.failure import rank0_decides
+from evogan.distributed.failure import launched_ranks, rank0_decides
+from evogan.distributed.launcher import resume_line
 from evogan.errors import ConfigError, EvoganError
 from evogan.logs import hint
 from evogan.store.lock import claim
@@ -256,9 +258,41 @@ def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) ->
     return config
 
 
-def claim_resumed(args: argparse.Namespace) -> None:
-    """Lock ``--resume RUN`` for this job (rank 0) and refuse a run that must not continue."""
+RANK_RECORDS = {
+    "gan3d": ("manifest.json", ("world_size",)),
+    "regressor": ("manifest.json", ("layout", "world_size")),
+    "search": ("campaign.json", ("world_size",)),
+}
+"""Task -> (file of a run, keys to the rank count it ran on): read before torch and MPI load."""
+
+
+def claim_resumed(args: argparse.Namespace, command: str, config: BaseModel) -> None:
+    """Refuse ``--resume RUN`` on another rank count than RUN ran on (from the launcher's
+    environment, before torch and MPI load; the trainers check again for the Python API),
+    then lock RUN for this job (rank 0) and refuse a run that must not continue."""
+    recorded, ranks = _recorded_ranks(args.resume, config), launched_ranks()
+    if recorded is not None and recorded != ranks:
+        raise EvoganError(
+            f"{args.resume} was run on {recorded} rank(s) and must be resumed on as many; resume "
+            f"it with {resume_line(command, args.resume, recorded)} (got {ranks})"
+        )
     run, force, extend = args.resume, args.force, bool(args.overrides)
     rank0_decides(
         lambda: claim(run, resume=True, force=force, extend=extend, extending=extending_keys(run))
     )
+
+
+def _recorded_ranks(run: Path, config: BaseModel) -> int | None:
+    """The rank count ``run`` ran on, None where it need not match (an Optuna campaign) or
+    cannot be read (the trainer then names what is wrong with the run)."""
+    task = getattr(config, "task", None)
+    if task not in RANK_RECORDS or getattr(config, "backend", None) == "optuna":
+        return None
+    name, keys = RANK_RECORDS[task]
+    try:
+        value: Any = json.loads((run / name).read_text())
+        for key in keys:
+            value = value[key]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

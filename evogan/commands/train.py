@@ -56,7 +56,7 @@ def dispatch(
         if refusal is not None:
             config = shlex.quote(str(args.resume / "config.yaml"))
             raise EvoganError(refusal.format(run=shlex.quote(str(args.resume)), config=config))
-        claim_resumed(args)
+        claim_resumed(args, command, cfg)
     module, _, function = table[cfg.task].partition(":")
     entry = getattr(importlib.import_module(module), function)
     if args.resume is None:
