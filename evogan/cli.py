@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
 from evogan import __version__
+from evogan.commands.options import split_sets
 from evogan.distributed.failure import run_guarded
 from evogan.logs import setup as setup_logging
 from evogan.logs import survive_closed_stdout
@@ -40,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(split_sets(sys.argv[1:] if argv is None else argv))
     setup_logging()
     survive_closed_stdout()
     return run_guarded(args.handler, args)

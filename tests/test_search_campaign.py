@@ -101,6 +101,11 @@ def test_ga_campaign_records_nan_and_never_trains_invalid_genomes(tmp_path: Path
     rows = _rows(out)
     trained = [r for r in rows if r["status"] != "invalid"]
     assert len(trained) == 6
+    data_lines = [line for line in result.stdout.splitlines() if "data: " in line]
+    assert len(data_lines) == 2, data_lines  # where the data is and its split, once
+    assert " training / " in data_lines[1] and result.stdout.index(data_lines[1]) < min(
+        result.stdout.index(f"{r['id']} on ranks") for r in trained
+    )
     assert {r["island"] for r in trained} == {0, 1}
     assert all(len(r["ranks"]) == 2 for r in trained)
     nan = [r for r in trained if r["genome"]["lr_knob"] == 1.0e30]

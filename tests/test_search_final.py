@@ -168,7 +168,8 @@ def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
         assert 0 < candidate["p_value"] <= 1 and candidate["better"] is False  # 2 seeds: p >= 1/6
         best = _table(out)[candidate["id"]]
         assert len(best["member_seeds"]) == 2 and best["score_sem"] is not None
-        assert best["reproduce"].startswith(f"mpirun -n 2 evogan report {out} --reproduce ")
+        reproduce = f"mpirun -n 2 --oversubscribe evogan report {out} --reproduce "
+        assert best["reproduce"].startswith(reproduce)  # the campaign's launcher, on one group
 
         # The row's own command re-trains member 1 with its seed and gets its table score.
         assert best["reproduce"].endswith(f"{candidate['id']}:0")

@@ -14,7 +14,6 @@ from evogan.config.search import PbtConfig, SearchConfig
 from evogan.errors import ConfigError
 from evogan.search import Space, resolve_base
 from evogan.search.pbt import (
-    check_population,
     exploit_explore,
     lineage,
     perturb,
@@ -73,9 +72,9 @@ def test_bad_pbt_input_is_refused_in_one_line_naming_key_and_value() -> None:
 
 def test_a_population_of_one_rank_group_is_refused() -> None:
     config = _config(ranks_per_group=2)
-    check_population(config, 4)  # two groups: fine
+    config.check_ranks(4)  # two groups: fine
     with pytest.raises(ConfigError) as info:
-        check_population(config, 2)
+        config.check_ranks(2)
     message = str(info.value)
     assert "\n" not in message
     assert "ranks_per_group = 2 on 2 rank(s) gives 1" in message and "at least 2" in message

@@ -91,3 +91,37 @@ def test_a_run_its_launcher_killed_after_a_stop_signal_is_resumed(
     assert (f"evogan evolve --resume {run}" in done.stdout) == resumed
     assert done.returncode == (0 if resumed else 1)
     assert resumed or "has status 'running'" in done.stderr
+
+
+def test_arguments_reach_a_new_run_and_a_resume_keeps_its_config(tmp_path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY))
+    run = tmp_path / "run"
+    settings = ("--set", "ga.epochs=1", "run.progress_every=7")
+    done = run_or_resume(tmp_path, "evolve", str(config), str(run), *settings)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"starting {run} from {config} with --set ga.epochs=1 run.progress_every=7" in done.stdout
+    )
+    stored = yaml.safe_load((run / "config.yaml").read_text())
+    assert stored["ga"]["epochs"] == 1 and stored["run"]["progress_every"] == 7
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=[p.name for p in TEMPLATES])
+def test_a_template_passes_its_arguments_to_evogan(tmp_path, path: Path) -> None:
+    """``sbatch TEMPLATE --set ...`` (Slurm gives the script those arguments): the new run
+    gets them; the requeued job resumes with the run's own config instead."""
+    echo, run = echo_evogan(tmp_path, 0)
+    (run / "config.yaml").unlink()
+    script = f'srun() {{ shift; "$@"; }}; export -f srun; bash {path} --set a=1 b=2'
+    place = "CAMPAIGN" if path.name == "search.sbatch" else "RUN"
+    env = {**mpi_env(), "EVOGAN": str(echo), "CONFIG": "my.yaml", place: str(run)}
+    command = path.stem
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"evogan {command} my.yaml --run-dir {run} --set a=1 b=2" in done.stdout
+    (run / "config.yaml").write_text("task: regressor\n")
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"evogan {command} --resume {run}"
+    assert "with its own config.yaml, which holds --set a=1 b=2" in done.stdout

@@ -463,7 +463,8 @@ def test_a_refused_gan_resume_leaves_the_run_as_it_was_and_the_right_one_runs(
     before = snapshot(tmp_path)
     longer = ["--set", "trainer.epochs=3"]
     line = one_error(evogan("train", "--resume", str(run), *longer))
-    assert "must be resumed on as many: run mpirun -n 2 (got 1)" in line
+    again = f"resume it with mpirun -n 2 evogan train --resume {run} (got 1)"
+    assert f"must be resumed on as many; {again}" in line
     assert snapshot(tmp_path) == before
     outside = tmp_path / "scratch"
     (run / "checkpoints").rename(outside)

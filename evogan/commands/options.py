@@ -5,10 +5,11 @@ the checks of counts, output directories and generator paths."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -16,14 +17,12 @@ from evogan.config import load_config
 from evogan.config.base import StrictModel, apply_overrides, validate
 from evogan.config.data import DataConfig
 from evogan.config.resume import extending_keys, load_run_config
-from evogan.distributed.failure import rank0_decides
+from evogan.distributed.failure import launched_ranks, rank0_decides
+from evogan.distributed.launcher import resume_line
 from evogan.errors import ConfigError, EvoganError
 from evogan.logs import hint
 from evogan.store.lock import claim
 from evogan.store.rundir import check_new_run_dir, check_run_name
-
-if TYPE_CHECKING:
-    pass
 
 CAMPAIGN_MANIFEST = "campaign.json"
 """``evogan.search.campaign.MANIFEST``, named here: importing ``evogan.search`` starts MPI."""
@@ -128,15 +127,40 @@ def hint_precision(args: argparse.Namespace, device: str = "cpu") -> None:
         )
 
 
+def split_sets(argv: list[str]) -> list[str]:
+    """``--set A=1 B=2`` as ``--set A=1 --set B=2``, so one ``--set`` takes several settings:
+    argparse gives an option one value, and taking more greedily would swallow a ``CONFIG``
+    given after them. A word after a ``--set`` value is one more setting when it holds ``=``
+    and does not start with ``-``; ``--`` ends the options."""
+    words: list[str] = []
+    value_next = in_sets = False
+    for at, word in enumerate(argv):
+        if word == "--":
+            return words + argv[at:]
+        if value_next:
+            value_next, in_sets = False, True
+        elif word == "--set":
+            value_next = True
+        elif word.startswith("--set="):
+            in_sets = True
+        elif in_sets and "=" in word and not word.startswith("-"):
+            words.append("--set")
+        else:
+            in_sets = False
+        words.append(word)
+    return words
+
+
 def add_config_options(parser: argparse.ArgumentParser, example: str, run_dir_help: str) -> None:
-    """``--set KEY=VALUE`` (repeatable) and ``--run-dir DIR``."""
+    """``--set KEY=VALUE...`` (several after one, and repeatable) and ``--run-dir DIR``."""
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override a config value, e.g. --set {example} (repeatable)",
+        help=f"override config values, e.g. --set {example} (one --set takes several "
+        "KEY=VALUE; a list is --set 'KEY=[a, b]')",
     )
     parser.add_argument("--run-dir", type=Path, help=run_dir_help)
 
@@ -161,7 +185,7 @@ def add_read_options(parser: argparse.ArgumentParser, files: str) -> None:
         default=[],
         metavar="data.KEY=VALUE",
         help=f"how to read {files} where detection falls short, as in a config: {keys} "
-        "(repeatable)",
+        "(one --set takes several)",
     )
 
 
@@ -234,9 +258,41 @@ def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) ->
     return config
 
 
-def claim_resumed(args: argparse.Namespace) -> None:
-    """Lock ``--resume RUN`` for this job (rank 0) and refuse a run that must not continue."""
+RANK_RECORDS = {
+    "gan3d": ("manifest.json", ("world_size",)),
+    "regressor": ("manifest.json", ("layout", "world_size")),
+    "search": ("campaign.json", ("world_size",)),
+}
+"""Task -> (file of a run, keys to the rank count it ran on): read before torch and MPI load."""
+
+
+def claim_resumed(args: argparse.Namespace, command: str, config: BaseModel) -> None:
+    """Refuse ``--resume RUN`` on another rank count than RUN ran on (from the launcher's
+    environment, before torch and MPI load; the trainers check again for the Python API),
+    then lock RUN for this job (rank 0) and refuse a run that must not continue."""
+    recorded, ranks = _recorded_ranks(args.resume, config), launched_ranks()
+    if recorded is not None and recorded != ranks:
+        raise EvoganError(
+            f"{args.resume} was run on {recorded} rank(s) and must be resumed on as many; resume "
+            f"it with {resume_line(command, args.resume, recorded)} (got {ranks})"
+        )
     run, force, extend = args.resume, args.force, bool(args.overrides)
     rank0_decides(
         lambda: claim(run, resume=True, force=force, extend=extend, extending=extending_keys(run))
     )
+
+
+def _recorded_ranks(run: Path, config: BaseModel) -> int | None:
+    """The rank count ``run`` ran on, None where it need not match (an Optuna campaign) or
+    cannot be read (the trainer then names what is wrong with the run)."""
+    task = getattr(config, "task", None)
+    if task not in RANK_RECORDS or getattr(config, "backend", None) == "optuna":
+        return None
+    name, keys = RANK_RECORDS[task]
+    try:
+        value: Any = json.loads((run / name).read_text())
+        for key in keys:
+            value = value[key]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -15,12 +15,21 @@ from evogan.errors import EvoganError
 
 def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser = subparsers.add_parser(
-        name, help="report search campaigns: best architectures, convergence, Pareto plot"
+        name,
+        help="report search campaigns: best architectures, convergence, Pareto plot",
+        usage=f"evogan {name} CAMPAIGN_DIR [CAMPAIGN_DIR ...] --out DIR [--top TOP] "
+        "[--size {params,flops}] [--final]\n"
+        f"       evogan {name} CAMPAIGN_DIR --reproduce ID:MEMBER [--out DIR]",
     )
     parser.add_argument(
         "campaigns", nargs="+", type=Path, metavar="CAMPAIGN_DIR", help="search campaign dirs"
     )
-    parser.add_argument("--out", type=Path, help="directory for figures and table (required)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="directory for figures and table (required, except with --reproduce)",
+    )
     parser.add_argument("--top", type=int, default=5, help="best candidates per campaign")
     parser.add_argument(
         "--size",
@@ -47,6 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     require_counts(args, "--top")
+    if args.out is None and args.reproduce is None:
+        raise EvoganError("evogan report needs --out DIR (or --reproduce ID:MEMBER)")
     from evogan.plots.runs import run_labels
     from evogan.plots.search import plot_convergence, plot_final, plot_pareto
     from evogan.search.campaign_report import CampaignRecord, best_table, final_table
@@ -57,8 +68,6 @@ def run(args: argparse.Namespace) -> int:
         if args.out is not None:
             check_out_dir(args.out)
         return _reproduce(args)
-    if args.out is None:
-        raise EvoganError("evogan report needs --out DIR (or --reproduce ID:MEMBER)")
     named = list(zip(args.campaigns, run_labels(args.campaigns), strict=True))
     records = [CampaignRecord.load(path, label) for path, label in named]  # refuses non-campaigns
     check_out_dir(args.out)

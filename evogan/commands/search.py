@@ -11,6 +11,7 @@ from evogan.commands.options import (
     claim_resumed,
     config_for,
 )
+from evogan.distributed.failure import launched_ranks
 
 
 def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
@@ -24,11 +25,13 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_for(args, "search", {"search": "evogan.search:run_search"})
+    config.check_ranks(launched_ranks())  # before evogan.search loads torch and MPI
+    if args.resume is not None:
+        claim_resumed(args, "search", config)
     from evogan.search import run_search
 
     if args.resume is None:
         run_search(config, config_path=args.config, run_dir=args.run_dir)
     else:
-        claim_resumed(args)
         run_search(config, config_path=args.resume / "config.yaml", resume=args.resume)
     return 0

@@ -48,15 +48,17 @@ def dispatch(
     not_resumable: dict[str, str] | None = None,
 ) -> object:
     """Load the config (``CONFIG`` or the resumed run's) and call the function registered for
-    its task; a resumed run is locked and checked first."""
+    its task; a resumed run is locked and checked first, before the trainer's modules (torch,
+    MPI) load, so a refusal comes at once."""
     cfg = config_for(args, command, table)
+    if args.resume is not None:
+        refusal = (not_resumable or {}).get(cfg.task)
+        if refusal is not None:
+            config = shlex.quote(str(args.resume / "config.yaml"))
+            raise EvoganError(refusal.format(run=shlex.quote(str(args.resume)), config=config))
+        claim_resumed(args, command, cfg)
     module, _, function = table[cfg.task].partition(":")
     entry = getattr(importlib.import_module(module), function)
     if args.resume is None:
         return entry(cfg, args.run_dir)
-    refusal = (not_resumable or {}).get(cfg.task)
-    if refusal is not None:
-        config = shlex.quote(str(args.resume / "config.yaml"))
-        raise EvoganError(refusal.format(run=shlex.quote(str(args.resume)), config=config))
-    claim_resumed(args)
     return entry(cfg, args.resume, resume=True)

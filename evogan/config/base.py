@@ -112,6 +112,9 @@ def _describe(model: type[BaseModel], exc: ValidationError) -> str:
     ctx = first.get("ctx") or {}
     if "expected" in ctx and "expected" not in message:
         message = f"{message} (allowed: {ctx['expected']})"
+    if first["type"] == "list_type" and not isinstance(value, dict):
+        item = yaml.safe_dump(value, default_flow_style=True).removesuffix("\n...\n").strip()
+        message = f"{message}; give a list: [{item}] (on the command line --set '{key}=[{item}]')"
     return f"{key} = {value!r} is not allowed: {message}{more}"
 
 

@@ -152,6 +152,24 @@ class SearchConfig(StrictModel):
     )
     pbt: PbtConfig = Field(default_factory=PbtConfig, description="backend: pbt")
 
+    def check_ranks(self, world_size: int) -> None:
+        """The rank layout of a campaign on ``world_size`` ranks, in one line naming the fix:
+        whole rank groups, and for PBT a population of two groups or more. ``evogan search``
+        checks it from the launcher's environment before torch and MPI load."""
+        if world_size % self.ranks_per_group:
+            raise ConfigError(
+                f"the number of ranks must be a multiple of ranks_per_group = "
+                f"{self.ranks_per_group}, got {world_size}; change mpirun -n or ranks_per_group"
+            )
+        groups = world_size // self.ranks_per_group
+        if self.backend == "pbt" and groups < 2:
+            raise ConfigError(
+                f"backend: pbt trains one worker per rank group and needs a population of at "
+                f"least 2 rank groups; ranks_per_group = {self.ranks_per_group} on {world_size} "
+                f"rank(s) gives {groups}: run mpirun -n {2 * self.ranks_per_group} or more, or "
+                "lower ranks_per_group"
+            )
+
     @model_validator(mode="before")
     @classmethod
     def _spec_for_detector(cls, raw: Any) -> Any:

@@ -11,7 +11,8 @@ work when pasted: it repeats the launcher with the arguments this job was starte
 (``mpirun -n 4 --oversubscribe``, a hostfile, ``--mca`` settings). Open MPI 5's ranks on the
 node ``mpirun`` runs on are its children (``prterun``, which ``mpirun`` becomes), and every
 rank knows its program and arguments (``OMPI_COMMAND``, ``OMPI_ARGV``), so what comes before
-them on the launcher's command line is the launcher's own part.
+them on the launcher's command line is the launcher's own part. A search candidate's
+``reproduce`` command runs on the ranks of one group: the same launcher, its rank count changed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 _OPEN_MPI_LAUNCHERS = ("prterun", "mpirun", "mpiexec", "orterun")
+_COUNT_OPTIONS = ("-n", "-np", "--n", "--np", "-c")
 
 
 def find_mpirun() -> str | None:
@@ -43,16 +45,41 @@ def mpirun_prefix(ranks: int) -> list[str]:
 
 
 def launch_prefix(ranks: int) -> str:
-    """The launcher part of the command that started this job, ready to repeat: Open MPI's
-    ``mpirun`` with its arguments as given, ``srun -n RANKS`` under Slurm's ``srun``,
-    ``mpirun -n RANKS`` where neither can be read (a rank under a remote node's daemon, other
-    MPI libraries), nothing for one process that no launcher started."""
+    """The launcher part of a command that runs on ``ranks`` ranks as this job was started:
+    Open MPI's ``mpirun`` with its arguments as given and its rank count set to ``ranks``,
+    ``srun -n RANKS`` under Slurm's ``srun``, ``mpirun -n RANKS`` where neither can be read (a
+    rank under a remote node's daemon, other MPI libraries; with ``--oversubscribe`` when
+    Open MPI's ranks all share one node of fewer cores), nothing for one process that no
+    launcher started."""
     arguments = _mpirun_arguments()
     if arguments is not None:
-        return shlex.join(["mpirun", *arguments])
+        return shlex.join(["mpirun", *_with_count(arguments, ranks)])
     if _parent_name() == "slurmstepd":
         return f"srun -n {ranks}"
-    return f"mpirun -n {ranks}" if ranks > 1 else ""
+    if ranks < 2:
+        return ""
+    environ = os.environ
+    size, local = environ.get("OMPI_COMM_WORLD_SIZE"), environ.get("OMPI_COMM_WORLD_LOCAL_SIZE")
+    crowded = size is not None and size == local and ranks > (os.cpu_count() or 1)
+    return f"mpirun -n {ranks}" + (" --oversubscribe" if crowded else "")
+
+
+def _with_count(arguments: list[str], ranks: int) -> list[str]:
+    """Launcher ``arguments`` with their rank count set to ``ranks``; ``-n RANKS`` in front
+    where they give none (a hostfile's slots) and this job has another size."""
+    words = list(arguments)
+    for at, word in enumerate(words):
+        name, equals, _ = word.partition("=")
+        if name not in _COUNT_OPTIONS:
+            continue
+        if equals:
+            words[at] = f"{name}={ranks}"
+        elif at + 1 < len(words):
+            words[at + 1] = str(ranks)
+        return words
+    if os.environ.get("OMPI_COMM_WORLD_SIZE") == str(ranks):
+        return words
+    return ["-n", str(ranks), *words]
 
 
 def _mpirun_arguments() -> list[str] | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import math
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from evogan.config.search import SearchConfig
+from evogan.distributed.launcher import launch_prefix
 from evogan.distributed.mpi import MPI
 from evogan.gan3d.model.spec import GanSpec, discriminator_layers, generator_layers
 from evogan.gan3d.training.modes import mode_for
@@ -52,7 +54,7 @@ from evogan.search.members import (
     train_members,
 )
 from evogan.search.rungs import Decide, rung_key, rung_plan
-from evogan.search.scoring import Scorer
+from evogan.search.scoring import MemberScore, Scorer
 from evogan.seeding import derive_seed
 
 
@@ -138,9 +140,11 @@ def member_seeds(config: SearchConfig, trainings: int) -> list[int]:
 
 def reproduce_command(campaign: Path, candidate: str, ranks: int, member: int = 0) -> str:
     """The shell line that re-trains member ``member`` of ``candidate`` with its recorded seed
-    on ``ranks`` ranks (sync results depend on the rank count) and prints both scores."""
-    launch = f"mpirun -n {ranks} " if ranks > 1 else ""
-    return f"{launch}evogan report {campaign} --reproduce {candidate}:{member}"
+    on ``ranks`` ranks (sync results depend on the rank count) and prints both scores: the
+    campaign's launcher and its arguments (``--oversubscribe``, a hostfile) on ``ranks``."""
+    launch = launch_prefix(ranks) if ranks > 1 else ""
+    command = f"evogan report {shlex.quote(str(campaign))} --reproduce {candidate}:{member}"
+    return f"{launch} {command}" if launch else command
 
 
 def trainings_needed(config: SearchConfig, group_size: int) -> int:
@@ -166,15 +170,19 @@ def _record(
     return result
 
 
-def _add_scores(result: Evaluation, scores: list[float], beta: float) -> None:
+def _add_scores(result: Evaluation, scores: list[MemberScore], beta: float) -> None:
     """The member scores and their statistics into ``result``: ``nan`` when any member's
-    showers were not finite."""
-    result.member_scores = scores
+    showers were not finite; the reason of an ``ok`` one names the empty showers that
+    worsened its score (each scores worst-class)."""
+    result.member_scores = [score.value for score in scores]
     values = np.asarray(result.member_scores, dtype=np.float64)
     if np.isnan(values).any():
         result.status = "nan"
         result.reason = "generator showers not finite (training diverged)"
         return
+    empty = [f"{s.empty} of {s.events} in member {m}" for m, s in enumerate(scores) if s.empty]
+    if empty:
+        result.reason = f"generator made empty showers: {', '.join(empty)}"
     result.score_mean = float(values.mean())
     result.score_std = float(values.std())
     if len(values) > 1:  # the spread of the mean, so candidates that tie within it are seen

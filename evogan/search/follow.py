@@ -90,6 +90,7 @@ class Tally:
         best so far 2.3761 (i00g001c01); ETA 3m20s``."""
         if row.get("status") == "ok":
             outcome = f"ok, fitness {row['fitness']:.4f}"
+            outcome += f" ({row['reason']})" if row.get("reason") else ""
         else:
             outcome = f"{row.get('status')} ({row.get('reason')})"
         best = self.best_text()

@@ -131,9 +131,12 @@ class MemberTraining:
             inherited = seed_from_parent(parent, run_dir, config, group.size)
         inherited = group.bcast(inherited, root=0)
         config.trainer.epochs += inherited
+        step = self.on_step  # the campaign said what data it reads, once for all trainings
         if inherited > 0:
-            return GanTrainer.resume(run_dir, config, world=group, on_step=self.on_step), inherited
-        return GanTrainer.open(config, run_dir, world=group, on_step=self.on_step), inherited
+            resumed = GanTrainer.resume(run_dir, config, world=group, on_step=step, announce=False)
+            return resumed, inherited
+        opened = GanTrainer.open(config, run_dir, world=group, on_step=step, announce=False)
+        return opened, inherited
 
     def check(self, trainer: GanTrainer) -> None:
         """Raise :class:`Diverged` (on every rank) when the last epoch's losses are not finite."""
@@ -317,7 +320,7 @@ def _rung_score(
                 save_generator(path, trainer.config.spec, trainer.parallel.step.generator, meta)
             files.append(path)
     group.Barrier()
-    values = scorer.score_all(files[: training.config.fitness.members], group)
+    values = [s.value for s in scorer.score_all(files[: training.config.fitness.members], group)]
     return math.nan if any(math.isnan(v) for v in values) else sum(values) / len(values)
 
 

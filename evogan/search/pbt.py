@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from evogan.config.search import PbtConfig, SearchConfig
-from evogan.errors import ConfigError
 from evogan.search.journal import JournalMirror, frozen_trial
 from evogan.search.rungs import rung_key
 from evogan.search.space import Genome, Space, clip_value, draw_value
@@ -46,18 +45,6 @@ def segment_count(config: SearchConfig) -> int:
 def segment_end(config: SearchConfig, segment: int) -> float:
     """The budget a worker's weights have trained at the end of ``segment``."""
     return (segment + 1) * config.pbt.interval
-
-
-def check_population(config: SearchConfig, world_size: int) -> None:
-    """PBT needs two workers (rank groups) or more: one line naming the rank layout."""
-    groups = world_size // config.ranks_per_group
-    if config.backend == "pbt" and groups < 2:
-        raise ConfigError(
-            f"backend: pbt trains one worker per rank group and needs a population of at least "
-            f"2 rank groups; ranks_per_group = {config.ranks_per_group} on {world_size} rank(s) "
-            f"gives {groups}: run mpirun -n {2 * config.ranks_per_group} or more, or lower "
-            "ranks_per_group"
-        )
 
 
 def quantile_count(population: int, quantile: float) -> int:

@@ -11,9 +11,9 @@ from evogan.distributed.failure import rank0_decides
 from evogan.distributed.launcher import resume_line
 from evogan.distributed.mpi import MPI
 from evogan.distributed.signals import StopFlag, catch_stop_signals
-from evogan.errors import EvoganError, RunStopped
+from evogan.errors import RunStopped
 from evogan.search.campaign import Campaign, resolve_base
-from evogan.search.pbt import check_population, pbt_summary, segment_count
+from evogan.search.pbt import pbt_summary, segment_count
 from evogan.search.scheduler import Session
 from evogan.search.scoring import Scorer, check_data
 from evogan.search.space import Space
@@ -33,12 +33,7 @@ def run_search(
     """Run (or resume) a campaign on every rank of ``world``; returns it on every rank."""
     world = MPI.COMM_WORLD if world is None else world
     config = resolve_base(config, config_path)
-    if world.size % config.ranks_per_group:
-        raise EvoganError(
-            f"the number of ranks must be a multiple of ranks_per_group = "
-            f"{config.ranks_per_group}, got {world.size}; change mpirun -n or ranks_per_group"
-        )
-    check_population(config, world.size)
+    config.check_ranks(world.size)
     space = Space(config.space, config.spec)
     scorer = rank0_decides(lambda: check_data(config), world)  # before _open: nothing written
     campaign, number, offset, tracked = _open(config, world, run_dir, resume)

@@ -12,6 +12,7 @@ starts, data that would fail every candidate.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,16 @@ from evogan.gan3d.model.spec import check_window
 from evogan.physics import WORST_SCORE, Reference, Validation
 
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
+
+
+@dataclass(frozen=True)
+class MemberScore:
+    """One generator's score and its empty showers (each scored worst-class), so a candidate
+    whose generators made them can say why it scored as it did."""
+
+    value: float
+    empty: int
+    events: int
 
 
 class Scorer:
@@ -54,6 +65,10 @@ class Scorer:
     def score(self, path: Path) -> float:
         """``fitness.metric`` of the generator file ``path`` (lower is better): NaN when its
         showers are not finite (training diverged), else finite."""
+        return self.measure(path).value
+
+    def measure(self, path: Path) -> MemberScore:
+        """:meth:`score` with the count of empty showers behind it."""
         from evogan.gan3d.model.model_file import load_generator
 
         spec, generator, _meta = load_generator(path)
@@ -61,15 +76,15 @@ class Scorer:
         rng = torch.Generator().manual_seed(SCORE_SEED)
         showers = generate_showers(spec, generator, self.energy, theta, rng)
         if not np.isfinite(showers).all():
-            return math.nan
+            return MemberScore(math.nan, 0, len(showers))
         result = self.reference.score(showers, self.energy, self.theta)
-        return metric_value(result, self.metric)
+        return MemberScore(metric_value(result, self.metric), result.bad_events, len(showers))
 
-    def score_all(self, files: list[Path], group: MPI.Comm) -> list[float]:
+    def score_all(self, files: list[Path], group: MPI.Comm) -> list[MemberScore]:
         """Collective on ``group``: the score of every generator file in ``files`` (in their
         order, on every rank), each file scored on one rank."""
-        mine = {m: self.score(p) for m, p in enumerate(files) if m % group.size == group.rank}
-        scores: dict[int, float] = {}
+        mine = {m: self.measure(p) for m, p in enumerate(files) if m % group.size == group.rank}
+        scores: dict[int, MemberScore] = {}
         for part in group.allgather(mine):
             scores.update(part)
         return [scores[m] for m in range(len(files))]
@@ -81,10 +96,10 @@ def check_data(config: SearchConfig) -> Scorer:
     angle of any train or test event that is not finite (read without the cells), too few test
     events for the score or its energy bins. Makes the synthetic data when no files are given,
     so one rank calls it before the others read, and returns the scorer it built for them to
-    share."""
+    share. It says what data the campaign reads, once for all its trainings."""
     from evogan.data.reader import open_dataset
 
-    train, test = open_dataset(config.data, announce=lambda _line: None)
+    train, test = open_dataset(config.data)
     check_window(config.spec, test.shape, test.files)  # open_dataset: train's cells are alike
     for view in (train, test):
         view.energies()  # checks every event's energy and angle

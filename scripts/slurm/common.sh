@@ -1,13 +1,15 @@
 # Start-or-resume logic shared by the evogan Slurm templates (sourced, not run).
 #
-# run_or_resume COMMAND CONFIG RUN: start RUN from CONFIG when it does not exist yet, resume it
+# run_or_resume COMMAND CONFIG RUN [ARGS...]: start RUN from CONFIG when it does not exist yet
+# (ARGS, the arguments given to the template, go to evogan then: `sbatch
+# scripts/slurm/train.sbatch --set trainer.epochs=40 trainer.device=cuda`), resume it
 # when its status.json says "stopped" (a clean stop on SIGTERM) or "running" with the stop
 # signal that its launcher then killed it after (as evogan resumes it without --force), do
 # nothing when "finished", and refuse "failed", any other "running" (a crash, or a process
 # killed without a signal) or a damaged status.json: look at the log, then resume by hand with
-# --force. Exit code 75
-# (stopped, resumable) requeues the job (#SBATCH --requeue), which runs this script again and
-# so resumes the run.
+# --force. A resume takes the run's own config.yaml, which holds the ARGS it started with, so
+# they are not given again. Exit code 75 (stopped, resumable) requeues the job (#SBATCH
+# --requeue), which runs this script again with the same ARGS and so resumes the run.
 
 EVOGAN=${EVOGAN:-python -m evogan}
 
@@ -25,13 +27,16 @@ print("stopped" if r["status"] == "running" and "signal" in r else r["status"])'
 
 run_or_resume() {
     local command=$1 config=$2 run=$3 status code
+    shift 3
+    local given="$*"
     status=$(run_status "$run")
     case "$status" in
         new)
-            echo "starting $run from $config"
-            set -- $EVOGAN "$command" "$config" --run-dir "$run" ;;
+            echo "starting $run from $config${given:+ with $given}"
+            set -- $EVOGAN "$command" "$config" --run-dir "$run" "$@" ;;
         stopped)
-            echo "resuming $run (restart ${SLURM_RESTART_COUNT:-0})"
+            local holds=${given:+ with its own config.yaml, which holds $given}
+            echo "resuming $run (restart ${SLURM_RESTART_COUNT:-0})$holds"
             set -- $EVOGAN "$command" --resume "$run" ;;
         finished)
             echo "$run is finished; nothing to do"

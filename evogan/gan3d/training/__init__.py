@@ -4,8 +4,9 @@ and the parallel modes that run it (``modes``: sync all-reduce, SAGIPS ARAR ring
 :mod:`evogan.distributed.gradients`), checkpoints (``checkpoint``) and resuming (``resume``),
 when ranks checkpoint, validate or stop (``cadence``), validation during training
 (``validation``, with ``standing_stats``), the learning-rate schedule (``lr_decay``), the
-generator's weight average (``weight_average``) and which of a run's generators to export
-(``run_models``: best, last, or a stopped run's last checkpoint).
+generator's weight average (``weight_average``), the first step's estimate of a long CPU
+epoch (``estimate``) and which of a run's generators to export (``run_models``: best, last,
+or a stopped run's last checkpoint).
 
 The names are imported on first use (PEP 562): the trainer needs torch and MPI.
 """

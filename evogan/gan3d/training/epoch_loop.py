@@ -182,7 +182,7 @@ class EpochPlan:
 class LoopParts:
     """What the loop trains with: the parallel ``mode`` and this rank's ``parallel`` step over
     ``layout``, the ``run`` directory, the shard's ``chunks``, the ``cadence`` the ranks agree
-    on, and the ``validation`` (None: off)."""
+    on, the ``validation`` (None: off) and who hears how long the first step took."""
 
     mode: Mode
     layout: Layout
@@ -191,6 +191,7 @@ class LoopParts:
     chunks: Callable[[], Iterator[Any]]
     cadence: Cadence
     validation: TrainingValidation | None
+    first_step: Callable[[float], None] | None = None  # told the first step's seconds
 
 
 class EpochLoop:
@@ -205,6 +206,7 @@ class EpochLoop:
         self.mode, self.world, self.parallel = parts.mode, parts.layout.world, parts.parallel
         self.run, self.chunks = parts.run, parts.chunks
         self.cadence, self.validation, self.serial = parts.cadence, parts.validation, serial
+        self.first_step = parts.first_step
         self.lead = self.world.rank == 0
         self.metrics: MetricsWriter | None = None
         self.records: list[dict[str, Any]] = []
@@ -263,6 +265,9 @@ class EpochLoop:
             if on_step is not None:
                 on_step(StepInfo(rank, epoch, index))
             figures["wall_s"] = time.perf_counter() - start
+            if self.first_step is not None:
+                self.first_step(figures["wall_s"])
+                self.first_step = None
             for key, value in figures.items():
                 pos.sums[key] = pos.sums.get(key, 0.0) + value
             pos.step = index + 1

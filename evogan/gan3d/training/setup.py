@@ -202,11 +202,14 @@ def share_cores(world: MPI.Comm) -> None:
         torch.set_num_threads(share)
 
 
-def load_data(data: DataConfig, settings: TrainerConfig, world: MPI.Comm) -> tuple[Any, Any]:
-    """This rank's training shard and the held-out validation set (test split)."""
+def load_data(
+    data: DataConfig, settings: TrainerConfig, world: MPI.Comm, quiet: bool = False
+) -> tuple[Any, Any]:
+    """This rank's training shard and the held-out validation set (test split); rank 0 says
+    what it read unless ``quiet``."""
     from evogan.data.reader import open_dataset
 
-    announce = print if world.rank == 0 else (lambda _message: None)
+    announce = print if world.rank == 0 and not quiet else (lambda _message: None)
     train, test = open_dataset(data, announce=announce)
     wanted = settings.validation_events or len(test)
     if wanted > len(test):

@@ -47,6 +47,7 @@ from evogan.gan3d.training.epoch_loop import (
     chunk_source,
     draw_learning_curve,
 )
+from evogan.gan3d.training.estimate import cpu_estimate
 from evogan.gan3d.training.modes import Mode, ParallelGanStep, mode_for
 from evogan.gan3d.training.outputs import FinishedRun, save_models, summary
 from evogan.gan3d.training.resume import open_run, resume_command
@@ -67,11 +68,13 @@ class Opening:
     """Which run directory a training opens: a new one (``run_dir``, or one made under
     ``run.root``), or with ``resume`` the one ``run_dir`` holds, continued from its last
     committed checkpoint; ``until``: the epoch a resumed run must not have reached yet (None:
-    any)."""
+    any); ``announce``: say what data it reads and, on a CPU, how long a long epoch will take
+    (a search says the data once for all its short trainings)."""
 
     run_dir: Path | None = None
     resume: bool = False
     until: int | None = None
+    announce: bool = True
 
 
 class GanTrainer:
@@ -95,7 +98,7 @@ class GanTrainer:
         self.config, self.world, self.on_step = config, world, on_step
         self.mode: Mode = mode_for(settings)
         self.setup = rank_setup(settings, world)  # refused before a run directory exists
-        shard, held_out = load_data(config.data, settings, world)
+        shard, held_out = load_data(config.data, settings, world, quiet=not opening.announce)
         check_window(config.spec, held_out.shape, held_out.files)  # the same on every rank
         self.trained_on = trained_ranges(*shard.conditions(), world)
         self.shape = batch_shape(settings, config.spec.batch_size, world, shard, held_out)
@@ -120,7 +123,14 @@ class GanTrainer:
         plan = EpochPlan(settings, config.seed, config.checkpoint.every_epochs, *self.shape)
         chunks = chunk_source(shard, config.data.chunk_events)
         parts = LoopParts(
-            self.mode, self.layout, self.parallel, self.run, chunks, self.cadence, validation
+            self.mode,
+            self.layout,
+            self.parallel,
+            self.run,
+            chunks,
+            self.cadence,
+            validation,
+            self._estimate if opening.announce and self.setup.device == "cpu" else None,
         )
         self.loop = EpochLoop(plan, parts, serial)
         self.validation = validation
@@ -135,11 +145,13 @@ class GanTrainer:
         world: MPI.Comm | None = None,
         stop: StopFlag | None = None,
         on_step: Callable[[StepInfo], None] | None = None,
+        announce: bool = True,
     ) -> GanTrainer:
         """A new training of ``config`` in a new run directory (``run_dir``, or one made under
         ``run.root``; an existing non-empty one is refused)."""
         world = MPI.COMM_WORLD if world is None else world
-        return cls(config, Opening(run_dir), world, stop or StopFlag(), on_step)
+        opening = Opening(run_dir, announce=announce)
+        return cls(config, opening, world, stop or StopFlag(), on_step)
 
     @classmethod
     def resume(
@@ -150,6 +162,7 @@ class GanTrainer:
         world: MPI.Comm | None = None,
         stop: StopFlag | None = None,
         on_step: Callable[[StepInfo], None] | None = None,
+        announce: bool = True,
     ) -> GanTrainer:
         """The training ``run_dir`` holds, continued from its last committed checkpoint with
         ``config`` (default: the run's own ``config.yaml``; with a config given, a run that
@@ -163,7 +176,8 @@ class GanTrainer:
         if config is None:
             path = Path(run_dir) / CONFIG
             config = validate(Gan3dConfig, stored_config(Path(run_dir)), source=str(path))
-        return cls(config, Opening(run_dir, True, until), world, stop or StopFlag(), on_step)
+        opening = Opening(run_dir, True, until, announce)
+        return cls(config, opening, world, stop or StopFlag(), on_step)
 
     def _track(self) -> tracking.TrackedRun | None:
         """The training's MLflow run (``run.mlflow``), opened by rank 0 and held there only,
@@ -307,6 +321,14 @@ class GanTrainer:
         else:
             self.parallel.release()  # local
             self._end_tracking(exc, [])
+
+    def _estimate(self, step_s: float) -> None:
+        """Say how long an epoch will take where it is long (:mod:`.estimate`)."""
+        batch, steps = self.shape
+        data, spec = self.config.data, self.config.spec
+        line = cpu_estimate(step_s, steps, batch * self.world.size, data.detector, spec.name)
+        if line is not None:
+            hint(line)
 
     def _validation(self, held_out: Any, best: float | None) -> TrainingValidation:
         config = self.config
