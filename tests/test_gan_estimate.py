@@ -24,7 +24,7 @@ def test_a_long_cpu_epoch_is_estimated_and_points_at_the_small_spec() -> None:
     assert line == (
         "on this CPU the first step of 64 showers took 40.0 s: about 50m00s per epoch of 75 "
         "steps, and a stop waits for the step in flight; this spec is sized for GPUs, "
-        "configs/gan3d_small.yaml for CPUs (docs/gan.md)"
+        "configs/gan3d_small.yaml for CPUs (docs/tutorials/gan.md)"
     )
     assert cpu_estimate(2.0, 300, 16, "clic-ecal", "gan3d-small-51x51x25").endswith("in flight")
     assert "gan3d_cc2_small.yaml" in cpu_estimate(9.0, 100, 8, "calochallenge-2", "mine")
@@ -56,4 +56,4 @@ def test_the_trainer_says_it_after_the_first_step(
         return
     assert len(said) == 1
     assert "showers took " in said[0] and "per epoch of 2 steps" in said[0]
-    assert said[0].endswith("configs/gan3d_small.yaml for CPUs (docs/gan.md)")
+    assert said[0].endswith("configs/gan3d_small.yaml for CPUs (docs/tutorials/gan.md)")

@@ -32,5 +32,5 @@ def cpu_estimate(
     )
     small = SMALL_SPECS.get(detector)
     if small is not None and small[1] != spec_name:
-        line += f"; this spec is sized for GPUs, {small[0]} for CPUs (docs/gan.md)"
+        line += f"; this spec is sized for GPUs, {small[0]} for CPUs (docs/tutorials/gan.md)"
     return line
