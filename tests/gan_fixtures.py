@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,19 @@ REPO = Path(__file__).resolve().parents[1]
 TRAINED_FILES = ("best_model.h5", "last_model.h5", "discriminator.h5")
 """The weight files a GAN training leaves in its run directory."""
 TINY = REPO / "configs" / "gan3d_tiny.yaml"
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread in the block, as the ``evogan`` subprocesses of the tests run
+    (``OMP_NUM_THREADS=1``): matrix products round differently on more threads, and showers
+    made again must match a command's bit for bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def tiny_spec() -> GanSpec:

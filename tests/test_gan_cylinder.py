@@ -14,13 +14,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import torch
 from matplotlib.image import imread
 
 from evogan.data.reader import ShowerDataset, open_files
 from evogan.data.synthetic.showers import synthesize
 from evogan.detectors import detector_for
-from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.generate import event_conditions, generate_events
 from evogan.gan3d.model.model_file import load_generator
 from evogan.physics.ensemble import observables
 from evogan.physics.features import VOXEL_HIT_THRESHOLD, shower_features
@@ -30,7 +29,7 @@ from evogan.plots.gan import profiles_figure
 from evogan.store import load_weights, read_metrics
 
 from .conftest import evogan, mpirun
-from .gan_fixtures import assert_same_weights
+from .gan_fixtures import assert_same_weights, one_thread
 
 CONFIG = "configs/gan3d_cc2_tiny.yaml"
 SCRIPT = "tests/mpi_scripts/train_gan.py"
@@ -88,7 +87,9 @@ def test_generate_writes_the_calochallenge_format_with_the_detector(
     trained: Path, generated: Path
 ) -> None:
     with h5py.File(generated, "r") as handle:
-        assert sorted(handle) == ["incident_energies", "showers"]
+        assert sorted(handle) == ["event", "incident_energies", "showers"]
+        np.testing.assert_array_equal(handle["event"][:], np.arange(40))
+        low, high = handle.attrs["energy_range"]
         assert handle["showers"].shape == (40, 9 * 16 * 45)
         assert handle["incident_energies"].shape == (40, 1)
         assert handle.attrs["detector"] == "calochallenge-2"
@@ -101,11 +102,16 @@ def test_generate_writes_the_calochallenge_format_with_the_detector(
     assert chunk.ecal.shape == (40, *SHAPE)
     assert np.median(chunk.energy) < 100.0  # log-uniform over 1-1000 GeV: the median near 32
     spec, generator, _ = load_generator(trained / "best_model.h5")
-    again = generate_showers(
-        spec, generator, chunk.energy, None, torch.Generator().manual_seed(3), 16
-    )
+    again = []
+    with one_thread():  # events 0-39 of seed 3 in the grid batches of 16 the command ran
+        for start in (0, 16, 32):
+            numbers = np.arange(start, start + 16)
+            energy, _ = event_conditions(3, numbers, (low, high), None, log_uniform=True)
+            made = generate_events(spec, generator, energy, None, 3, numbers)
+            again.append(made[: 40 - start])
+    again = np.concatenate(again)
     again[again < 1e-6] = 0.0  # the reader's cell threshold
-    np.testing.assert_allclose(chunk.ecal, again, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(chunk.ecal, again, rtol=1e-6, atol=1e-9)  # GeV -> MeV -> GeV
     inspected = evogan("data", "inspect", str(generated), "--json")
     assert inspected.returncode == 0, inspected.stderr
     report = json.loads(inspected.stdout)

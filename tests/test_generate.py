@@ -17,10 +17,10 @@ from evogan.data.synthetic import generate_showers as generate_synthetic
 from evogan.data.synthetic import write_synthetic
 from evogan.data.writer import ShowerWriter
 from evogan.gan3d.model import precision as precision_module
-from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.generate import event_conditions, generate_events
 from evogan.gan3d.model.model_file import load_generator
 from tests.conftest import evogan
-from tests.gan_fixtures import save_tiny_generator, tiny_campaign
+from tests.gan_fixtures import one_thread, save_tiny_generator, tiny_campaign
 
 
 def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
@@ -52,13 +52,23 @@ def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
     assert chunk.ecal.shape == (20, 51, 51, 25)
     assert np.all((chunk.energy >= 50) & (chunk.energy <= 60))
     assert np.all((chunk.theta >= np.radians(60)) & (chunk.theta <= np.radians(120)))
-    # The file holds exactly what the generator makes for those conditions and that seed.
+    # The file holds exactly what the generator makes for events 0-19 of seed 9, each batch of
+    # the grid of 8 run whole (the last one for events 16-23), on one thread as the command ran.
     spec, generator, _ = load_generator(model)
-    again = generate_showers(
-        spec, generator, chunk.energy, chunk.theta, torch.Generator().manual_seed(9), 8
-    )
+    angles = (np.radians(60.0), np.radians(120.0))
+    again = []
+    with one_thread():
+        for start in range(0, 20, 8):
+            numbers = np.arange(start, start + 8)
+            energy, theta = event_conditions(9, numbers, (50.0, 60.0), angles)
+            made = generate_events(spec, generator, energy, theta, 9, numbers)
+            again.append(made[: 20 - start])
+    again = np.concatenate(again)
     again[again < 1e-6] = 0.0  # the reader's cell threshold
-    np.testing.assert_allclose(chunk.ecal, again, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(chunk.ecal, again)
+    with h5py.File(out, "r") as handle:
+        np.testing.assert_array_equal(handle["event"][:], np.arange(20))
+        assert handle.attrs["batch_size"] == 8
 
 
 def _conditions(path: Path) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -297,10 +307,8 @@ def test_a_refused_generation_says_its_one_line_error_and_no_hint(
     [
         (
             ["--events", "1000000000000"],
-            "--events 1,000,000,000,000 (every shower's energy is drawn before the first shower "
-            "is generated) needs at least 12 TB of memory, more than the ",
-            " available here; pass fewer --events, and write more showers as several files with "
-            "different --seed",
+            "--events 1,000,000,000,000 (",
+            " free for {out}; ask for fewer --events, or write to a file system with room",
         ),
         (
             ["--events", "10000000", "--batch-size", "10000000"],
@@ -312,13 +320,15 @@ def test_a_refused_generation_says_its_one_line_error_and_no_hint(
         (["--events", "4", "--theta-range", "nan", "90"], "--theta-range takes finite", "nan 90"),
     ],
 )
-def test_counts_beyond_memory_and_infinite_ranges_are_refused_in_one_line(
+def test_counts_beyond_memory_or_disk_and_infinite_ranges_are_refused_in_one_line(
     options: list[str], start: str, end: str, tmp_path: Path, capsys
 ) -> None:
+    """10^12 showers are refused on the disk they need (measured on a first batch, before
+    anything is written), no longer on memory: showers stream to the file."""
     model = save_tiny_generator(tmp_path / "g.h5", seed=4)
     out = tmp_path / "x.h5"
     assert main(["generate", str(model), *options, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"evogan: error: {start}"), err
-    assert err.strip().endswith(end)
+    assert err.strip().endswith(end.format(out=out))
     assert not out.exists() and list(tmp_path.glob(".x.h5*")) == []

@@ -11,9 +11,10 @@ import pytest
 
 from evogan import __version__
 from evogan.data.synthetic import write_synthetic
-from evogan.data.writer import ShowerWriter
+from evogan.data.writer import STREAMING, ShowerWriter, stored_bytes
 from evogan.errors import EXIT_USER_ERROR, DataError
 from tests.conftest import evogan
+from tests.gan_fixtures import toy_showers
 
 SHAPE = (4, 3, 5)
 
@@ -52,6 +53,25 @@ def test_round_trip_and_attributes(tmp_path: Path) -> None:
         assert f.attrs["evogan_version"] == __version__
         assert f.attrs["seed"] == 7
         np.testing.assert_array_equal(f.attrs["energy_range_gev"], [2.0, 500.0])
+
+
+def test_a_numbered_streaming_file_holds_event_numbers_and_its_size_is_foreseen(
+    tmp_path: Path,
+) -> None:
+    """``evogan generate``'s files: an ``event`` column, HDF5 1.10's format, and a size that
+    :func:`stored_bytes` of a first batch foresees (what the disk check multiplies)."""
+    path = tmp_path / "numbered.h5"
+    ecal, energy, theta = toy_showers(48, seed=3)
+    with ShowerWriter(path, (51, 51, 25), numbered=True, libver=STREAMING) as writer:
+        writer.append(ecal[:16], energy[:16], theta[:16], np.arange(100, 116))
+        with pytest.raises(ValueError, match="numbered ShowerWriter takes event numbers"):
+            writer.append(ecal[16:], energy[16:], theta[16:])
+        writer.append(ecal[16:], energy[16:], theta[16:], np.arange(116, 148))
+    with h5py.File(path, "r") as handle:
+        np.testing.assert_array_equal(handle["event"][:], np.arange(100, 148))
+        assert handle.id.get_create_plist().get_version()[0] >= 2  # superblock of 1.10
+    foreseen = stored_bytes(ecal[:16]) * 48
+    assert 0.8 < path.stat().st_size / foreseen < 1.25, (path.stat().st_size, foreseen)
 
 
 def test_exception_mid_write_leaves_nothing(tmp_path: Path) -> None:

@@ -3,13 +3,20 @@ primary energies and angles drawn from the ranges it was trained on (or the ones
 energies uniformly, or uniformly in log E with ``--log-uniform``), or at
 those of given showers in order (``--conditions-from``), for shower-by-shower comparisons.
 
+Events are numbered (from ``--first-event``, default 0) and each one's conditions and noise
+are a pure function of ``--seed`` and its number, so ``mpirun -n R evogan generate`` splits
+them over R ranks and ``--first-event I --events 1`` makes event I again, bit for bit
+(:mod:`evogan.commands.generate_stream`). The showers stream to the file batch by batch:
+memory holds one ``--batch-size`` batch whatever ``--events``. On R > 1 ranks each rank writes
+its own part next to FILE.h5 and rank 0 joins them at FILE.h5 (:mod:`evogan.data.rank_files`).
+
 The generator runs on ``--device`` (a GPU generates far faster than a CPU; docs/performance.md
-has the rates); its noise is drawn on the CPU, so a seed gives the same showers on
-every device up to float32 rounding. Writes the layout of the generator's detector (the
-spec's; a window without one: the shipped Cartesian detector of its shape): for a Cartesian
-grid the evogan data layout (``ECAL`` in GeV, ``energy``, ``theta``, ``sum``; ``ecal_units =
-"GeV"``; ``detector``, e.g. ``clic-ecal``), for a cylindrical one the CaloChallenge format,
-atomically through
+has the rates); its latent noise is computed on the CPU, so a seed gives the same
+showers on every device up to float32 rounding. Writes the layout of the generator's detector
+(the spec's; a window without one: the shipped Cartesian detector of its shape): for a
+Cartesian grid the evogan data layout (``ECAL`` in GeV, ``energy``, ``theta``, ``sum``;
+``ecal_units = "GeV"``; ``detector``, e.g. ``clic-ecal``), for a cylindrical one the
+CaloChallenge format, each with the ``event`` numbers, atomically through
 :class:`evogan.data.writer.ShowerWriter`, so the file reads back with ``evogan data inspect``
 and as training or validation data.
 """
@@ -21,6 +28,7 @@ import math
 import sys
 from pathlib import Path
 
+from evogan.commands.generate_stream import Request, check_ranks, write_showers
 from evogan.commands.options import (
     add_precision,
     add_read_options,
@@ -49,7 +57,12 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         type=int,
         help="number of showers (required unless --conditions-from; there, default all)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="HDF5 file to write")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="HDF5 file to write; on R > 1 ranks OUT joins the ranks' files OUT-stem.rankNNNN.h5",
+    )
     parser.add_argument(
         "--energy-range",
         nargs=2,
@@ -78,11 +91,11 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
         "--conditions-from",
         metavar="SHOWERS",
         help="shower file(s) (path or glob) whose primary energies and angles the showers take, "
-        "one generated shower per shower in order (the first --events): a set with the "
+        "one generated shower per shower in order (--events of them from --first-event, the "
+        "event number being the shower's index in SHOWERS): a set with the "
         "conditions of SHOWERS, for tools that compare showers pair by pair",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same file)")
-    parser.add_argument("--batch-size", type=int, default=128, help="showers per generator call")
+    _add_numbering(parser)
     parser.add_argument(
         "--device", default="cpu", help="where the generator runs: cpu (default), cuda or cuda:N"
     )
@@ -95,6 +108,33 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     add_precision(parser)
     add_read_options(parser, "the --conditions-from files")
     parser.set_defaults(handler=run)
+
+
+def _add_numbering(parser: argparse.ArgumentParser) -> None:
+    """``--seed``, ``--first-event`` and ``--batch-size``: what numbers the events and fixes
+    each one's shower."""
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed: event I's shower is a function of the seed and I (same seed, same "
+        "file, on any number of ranks)",
+    )
+    parser.add_argument(
+        "--first-event",
+        type=int,
+        default=0,
+        metavar="I",
+        help="number of the first event (default 0): --first-event I --events 1 with the "
+        "--seed and --batch-size of a file makes its event I again",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=128,
+        help="showers per generator call and per write, the memory a rank holds (default 128); "
+        "batches run whole on a grid of this size from event 0",
+    )
 
 
 def generator_device(text: str, precision: str = "float32") -> str:
@@ -124,13 +164,16 @@ def generator_device(text: str, precision: str = "float32") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from evogan.distributed.failure import world
+
+    comm = world()
     _check_conditions(args)
     read = read_options(args)
     device = generator_device(args.device, args.precision)
     convolution = args.convolution or ("direct" if device == "cpu" else "fft")
-    from evogan.data.writer import check_writable
+    from evogan.data.rank_files import check_parts
 
-    check_writable(args.out)
+    check_parts(args.out, comm)
     refuse_campaign(args.model)
     from evogan.gan3d.kernels.convolution import set_convolution
     from evogan.gan3d.model.model_file import find_generator, load_generator
@@ -140,74 +183,71 @@ def run(args: argparse.Namespace) -> int:
     set_convolution(generator, convolution)
     _check_memory(args, spec, device)
     if args.conditions_from is None:
-        energy, theta, notes, drawn = _drawn(args, meta, spec.conditioning.angle)
+        conditions, notes, drawn = _drawn(args, meta, spec.conditioning.angle)
     else:
-        energy, theta, notes, drawn = _taken(args, meta, spec.conditioning.angle, read)
+        conditions, notes, drawn = _taken(args, meta, spec.conditioning.angle, read)
+    request = Request(args.first_event, args.events, args.batch_size, args.seed, args.precision)
+    ranks = 1 if comm is None else comm.size
+    check_ranks(request, ranks)
+    if comm is not None:
+        from evogan.gan3d.training.setup import share_cores
+
+        share_cores(comm)
     hint_precision(args, device)
-    for note in notes:
+    for note in notes if comm is None or comm.rank == 0 else []:
         print(f"note: {note}", file=sys.stderr)
     attrs = {"generator": str(path), "spec": spec.name, "seed": args.seed}
-    attrs.update(precision=args.precision, **drawn)
-    _write(args, spec, generator, (energy, theta), attrs)
-    low, high = drawn["energy_range"]
-    spacing = ", log-uniform" if drawn.get("energy_draw") == "log-uniform" else ""
-    print(
-        f"wrote {len(energy)} showers from {path} ({low:.4g}-{high:.4g} GeV{spacing}) to {args.out}"
+    attrs.update(precision=args.precision, batch_size=args.batch_size, **drawn)
+    seconds = write_showers(
+        args.out, comm, (spec, generator), conditions, request, _writer_options(spec, attrs)
     )
+    if comm is None or comm.rank == 0:
+        _report(args, path, drawn, ranks, seconds)
     return 0
 
 
-def _write(args: argparse.Namespace, spec, generator, conditions: tuple, attrs: dict) -> None:
-    """One shower per (energy, angle) of ``conditions`` into ``args.out``, batch by batch."""
-    import torch
-
+def _writer_options(spec, attrs: dict) -> dict:
+    """The detector, attributes and format of the files: the spec's detector, or for a window
+    without one the shipped Cartesian detector of its shape; HDF5 1.10's chunk index, whose
+    memory stays flat however many showers stream in."""
     from evogan.data.file_detector import cartesian_detector
-    from evogan.data.writer import ShowerWriter
+    from evogan.data.writer import STREAMING
     from evogan.detectors import detector_for
-    from evogan.gan3d.model.generate import generate_showers
-    from evogan.progress import progress
 
-    energy, theta = conditions
-    noise = torch.Generator().manual_seed(args.seed)  # on the CPU: same noise on every device
     shape = tuple(spec.output_shape)
     detector = detector_for(spec.detector) if spec.detector else cartesian_detector(shape)
-    with (
-        ShowerWriter(args.out, shape, detector=detector, attrs=attrs) as writer,
-        progress("generate", total=len(energy), unit="showers") as task,
-    ):
-        for lo in range(0, len(energy), args.batch_size):
-            hi = min(lo + args.batch_size, len(energy))
-            angles = None if theta is None else theta[lo:hi]
-            showers = generate_showers(
-                spec, generator, energy[lo:hi], angles, noise, hi - lo, precision=args.precision
-            )
-            writer.append(showers, energy[lo:hi], angles)
-            task.advance(hi - lo)
+    return {"detector": detector, "attrs": attrs, "libver": STREAMING}
 
 
-CONDITION_BYTES = 12
-"""Memory a drawn shower's energy takes at least: its float64 draw and float32 copy (an angle
-takes as much again)."""
+def _report(args: argparse.Namespace, path: Path, drawn: dict, ranks: int, seconds: float) -> None:
+    """The one line a finished generation prints: what, where, how fast."""
+    from evogan.data.rank_files import part_path
+
+    low, high = drawn["energy_range"]
+    spacing = ", log-uniform" if drawn.get("energy_draw") == "log-uniform" else ""
+    where = str(args.out)
+    if ranks > 1:
+        last = part_path(args.out, ranks - 1, ranks).name
+        where += f" (joining {part_path(args.out, 0, ranks).name} .. {last})"
+    rate = args.events / seconds if seconds > 0 else float("inf")
+    print(
+        f"wrote {args.events:,} showers from {path} ({low:.4g}-{high:.4g} GeV{spacing}) to "
+        f"{where} in {seconds:.1f} s: {rate:,.1f} showers/s on {ranks} rank(s)"
+    )
 
 
 def _check_memory(args: argparse.Namespace, spec, device: str) -> None:
-    """Refuse a ``--batch-size`` whose generator pass, or ``--events`` whose conditions (all
-    drawn before the first shower is generated), would not fit in this machine's memory; on a
-    GPU only the showers copied back count."""
+    """Refuse a ``--batch-size`` whose generator pass would not fit in this machine's memory
+    (every batch runs whole, whatever ``--events``; on a GPU only the showers copied back
+    count). Nothing else grows with the request: showers stream to the file batch by batch."""
     from evogan.gan3d.model.spec import generation_bytes
     from evogan.resources import require_memory
 
     itemsize = 0 if device != "cpu" else 2 if args.precision == "bf16" else 4
-    batch = args.batch_size if args.events is None else min(args.batch_size, args.events)
-    need = batch * generation_bytes(spec, itemsize)
-    require_memory(need, f"--batch-size {batch:,} showers of {spec.name}", "lower --batch-size")
-    if args.events is not None and args.conditions_from is None:
-        require_memory(
-            need + args.events * CONDITION_BYTES,
-            f"--events {args.events:,} (every shower's energy is drawn before the first shower "
-            "is generated)",
-            "pass fewer --events, and write more showers as several files with different --seed",
-        )
+    need = args.batch_size * generation_bytes(spec, itemsize)
+    require_memory(
+        need, f"--batch-size {args.batch_size:,} showers of {spec.name}", "lower --batch-size"
+    )
 
 
 def _check_conditions(args: argparse.Namespace) -> None:
@@ -215,6 +255,8 @@ def _check_conditions(args: argparse.Namespace) -> None:
     if args.conditions_from is None and args.events is None:
         raise EvoganError("--events is required unless --conditions-from gives the showers")
     require_counts(args, "--batch-size", *([] if args.events is None else ["--events"]))
+    if args.first_event < 0:
+        raise EvoganError(f"--first-event must be at least 0, got {args.first_event}")
     require_finite(args, "--energy-range", "--theta-range")
     if args.conditions_from is not None:
         for option, given in (
@@ -238,29 +280,31 @@ def _check_conditions(args: argparse.Namespace) -> None:
 
 
 def _drawn(args: argparse.Namespace, meta: dict, angle: bool) -> tuple:
-    """Energies and (for angle-conditioned generators) angles drawn uniformly from the ranges
-    asked for or trained on; with notes and the file attributes that record the ranges."""
+    """The conditions of numbered events (:func:`evogan.gan3d.model.generate.event_conditions`
+    of ``--seed``): energies and (for angle-conditioned generators) angles drawn uniformly
+    from the ranges asked for or trained on; with notes and the file attributes that record
+    the ranges."""
     import numpy as np
+
+    from evogan.gan3d.model.generate import event_conditions
 
     energies, angles = "energies drawn by --energy-range", "angles drawn by --theta-range"
     (low, high), notes = _range(args.energy_range, meta, "energy_gev", energies)
     degrees, more = _range(args.theta_range, meta, "theta_deg", angles)
-    rng = np.random.default_rng(args.seed)
-    if args.log_uniform:
-        energy = np.exp(rng.uniform(math.log(low), math.log(high), args.events))
-    else:
-        energy = rng.uniform(low, high, args.events)
-    energy = energy.astype(np.float32)
+    radians = (math.radians(degrees[0]), math.radians(degrees[1])) if angle else None
+
+    def conditions(start: int, stop: int) -> tuple:
+        numbers = np.arange(start, stop, dtype=np.int64)
+        return event_conditions(args.seed, numbers, (low, high), radians, args.log_uniform)
+
     drawn = {
         "energy_range": [low, high],
         "energy_draw": "log-uniform" if args.log_uniform else "uniform",
     }
     if not angle:
-        return energy, None, notes, drawn
-    radians = (math.radians(degrees[0]), math.radians(degrees[1]))
-    theta = rng.uniform(*radians, args.events).astype(np.float32)
+        return conditions, notes, drawn
     drawn["theta_range_deg"] = list(degrees)
-    return energy, theta, notes + more, drawn
+    return conditions, notes + more, drawn
 
 
 def _range(
@@ -277,27 +321,64 @@ def _range(
     return asked, outside(meta, key, asked, what)
 
 
+EXTENT_BLOCK = 1 << 20
+"""Showers whose conditions are read at a time to find the extent of ``--conditions-from``."""
+
+
 def _taken(args: argparse.Namespace, meta: dict, angle: bool, read: dict) -> tuple:
-    """The energies and angles of the ``--conditions-from`` showers, in order (read without
-    their cells); with notes where they reach beyond the training ranges."""
+    """The energies and angles of the ``--conditions-from`` showers numbered as the events
+    (read batch by batch, without their cells); with notes where they reach beyond the
+    training ranges and the file attributes that record them."""
     import numpy as np
 
     from evogan.data.reader import ShowerDataset, open_files
     from evogan.gan3d.model.conditions import beyond_training
 
     source = ShowerDataset.from_files(open_files(args.conditions_from, **read))
-    if args.events is not None and args.events > len(source):
+    first, held = args.first_event, len(source)
+    if first >= held:
         raise EvoganError(
-            f"--events {args.events} is more than the {len(source)} showers of "
-            f"--conditions-from {args.conditions_from}; pass at most {len(source)}, or no --events"
+            f"--first-event {first} is past the {held} showers of --conditions-from "
+            f"{args.conditions_from}; pass at most {held - 1}"
         )
-    energy, theta = source.select(0, args.events or len(source)).conditions()  # the first, in order
-    theta = theta if angle else None
-    notes = beyond_training(meta, energy, theta, "the --conditions-from showers'")
+    if args.events is not None and args.events > held - first:
+        raise EvoganError(
+            f"--events {args.events} is more than the {held - first} showers of "
+            f"--conditions-from {args.conditions_from} from --first-event {first}; pass at "
+            f"most {held - first}, or no --events"
+        )
+    args.events = args.events or held - first
+    end = first + args.events
+    energy, theta = _extent(source, first, end)
+    notes = beyond_training(
+        meta, energy, theta if angle else None, "the --conditions-from showers'"
+    )
+
+    def conditions(start: int, stop: int) -> tuple:
+        low, high = max(start, first), min(stop, end)  # outside the request: copies, unused
+        energy, theta = source.select(low, high).conditions()
+        pad = (low - start, stop - high)
+        angles = np.pad(theta, pad, mode="edge") if angle else None
+        return np.pad(energy, pad, mode="edge"), angles
+
     drawn = {
         "energy_range": [float(energy.min()), float(energy.max())],
         "conditions_from": [str(f) for f in source.files],
     }
-    if theta is not None:
+    if angle:
         drawn["theta_range_deg"] = [float(np.degrees(theta.min())), float(np.degrees(theta.max()))]
-    return energy, theta, notes, drawn
+    return conditions, notes, drawn
+
+
+def _extent(source, start: int, stop: int) -> tuple:
+    """The lowest and highest energy and angle of showers ``start .. stop - 1``, read in
+    blocks: two-element arrays each."""
+    import numpy as np
+
+    lows, highs = [], []
+    for at in range(start, stop, EXTENT_BLOCK):
+        energy, theta = source.select(at, min(stop, at + EXTENT_BLOCK)).conditions()
+        lows.append((energy.min(), theta.min()))
+        highs.append((energy.max(), theta.max()))
+    low, high = np.min(lows, axis=0), np.max(highs, axis=0)
+    return np.array([low[0], high[0]]), np.array([low[1], high[1]])

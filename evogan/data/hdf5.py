@@ -84,6 +84,7 @@ def describe(
     """Check the shapes and counts of an open file in ``layout`` (reads no cells); a
     CaloChallenge file's rows are held as ``detector``'s grid where it has one."""
     ecal = f[layout.ecal_key]
+    _check_sources(ecal, path)
     events = ecal.shape[0]
     if events == 0:
         raise DataError(f"{path}: {layout.ecal_key} holds zero events")
@@ -114,6 +115,19 @@ def describe(
         rows = 1  # huge HDF5 chunks: keep memory bounded rather than aligned
     particle = particle_from_name(path)
     return ShowerFile(path, layout, int(events), shape, int(rows), particle, detector)
+
+
+def _check_sources(dataset: h5py.Dataset, path: Path) -> None:
+    """A virtual dataset (the showers ``evogan generate`` wrote on several ranks, joined) reads
+    zeros where a file it joins is missing: refuse it instead, naming that file."""
+    if not dataset.is_virtual:
+        return
+    for source in dataset.virtual_sources():
+        if source.file_name != "." and not (path.parent / source.file_name).exists():
+            raise DataError(
+                f"{path} joins the showers of {source.file_name}, which is missing beside it; "
+                "keep the files written with it together, or generate them again"
+            )
 
 
 def read_segment(segment: Segment, step: int, threshold: float) -> Iterator[ShowerChunk]:

@@ -97,6 +97,32 @@ def rank0_decides(function: Callable[[], T], comm: Any = None) -> T:
     return value
 
 
+def all_succeeded(failure: BaseException | None, value: Any = None, comm: Any = None) -> list:
+    """Collective over ``comm`` (default: the world): every rank says whether its share of a
+    joint piece of work (a file written in parts) failed, so that all keep or all discard
+    their shares. Every rank's ``value`` when none failed; else every rank raises: its own
+    ``failure`` where there is one, elsewhere the first failing rank's stop signal as the same
+    stop, or its error as a user error naming that rank."""
+    comm = world() if comm is None else comm
+    if comm is None or comm.size < 2:
+        if failure is not None:
+            raise failure
+        return [value]
+    said = None if failure is None else describe(failure)[1]
+    stop = failure.signal_name if isinstance(failure, Interrupted) else None
+    if isinstance(failure, KeyboardInterrupt):
+        stop = "SIGINT"
+    reports = comm.allgather((said, stop, value))
+    if failure is not None:
+        raise failure
+    for rank, (said, stop, _) in enumerate(reports):
+        if stop is not None:
+            raise Interrupted(stop)
+        if said is not None:
+            raise EvoganError(f"rank {rank} of {comm.size}: {said}")
+    return [value for _, _, value in reports]
+
+
 def describe(exc: BaseException) -> tuple[int, str]:
     """Exit code and message of the exception that ended a command."""
     if isinstance(exc, RunStopped):

@@ -18,6 +18,7 @@ from torch import nn
 
 from evogan.gan3d.kernels import ConvBlock, keep_mask
 from evogan.gan3d.model.spec import same_padding
+from evogan.seeding import derive_seed
 
 MASK32 = 0xFFFFFFFF
 
@@ -65,6 +66,44 @@ def counter_normal(
     cells = torch.arange(shape[1:].numel(), device=device, dtype=torch.int64).view(1, *shape[1:])
     radius = torch.sqrt(-2.0 * torch.log1p(-_uniform(row_keys, 2 * cells)))
     return radius * torch.cos(2.0 * math.pi * _uniform(row_keys, 2 * cells + 1))
+
+
+def event_keys(seed: int, *purpose: int | str) -> tuple[int, int]:
+    """Two 32-bit keys for the draws of numbered events under ``seed`` (:func:`event_uniform`),
+    one pair per ``purpose`` (conditions, latent noise, each noise layer)."""
+    derived = derive_seed(seed, "events", *purpose)
+    return derived & MASK32, derived >> 32
+
+
+def _event_key(key: int, events: torch.Tensor) -> torch.Tensor:
+    """A 32-bit key per event number (int64 of any size): its two halves hashed in turn."""
+    return _mix_pair(_mix_pair(key, events >> 32), events & MASK32)
+
+
+def event_uniform(
+    keys: tuple[int, int], events: torch.Tensor, columns: int, start: int = 0
+) -> torch.Tensor:
+    """Uniform floats in [0, 1) of shape (len(events), columns), columns ``start..`` of a row
+    that is a pure function of ``keys`` and ``events[r]`` (int64 event numbers): an event's
+    draws do not depend on the batch, rank or chunk it is made in. Two hash chains give each
+    event 64 bits of key, so that no two events of a file share their draws (one 32-bit key
+    would repeat within 10^5 events)."""
+    first = _event_key(keys[0], events).view(-1, 1)
+    second = _event_key(keys[1], events).view(-1, 1)
+    column = torch.arange(start, start + columns, device=events.device, dtype=torch.int64)
+    column = column.view(1, -1)
+    return (_mix_pair(second, _mix_pair(first, column)) >> 8).to(torch.float32) * 2.0**-24
+
+
+def event_normal(
+    keys: tuple[int, int], events: torch.Tensor, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """Standard normal floats (len(events), *shape) by Box-Muller from :func:`event_uniform`:
+    row r a pure function of ``keys`` and ``events[r]``."""
+    cells = math.prod(shape)
+    radius = torch.sqrt(-2.0 * torch.log1p(-event_uniform(keys, events, cells)))
+    angle = event_uniform(keys, events, cells, start=cells)
+    return (radius * torch.cos(2.0 * math.pi * angle)).view(len(events), *shape)
 
 
 def draw_key(generator: torch.Generator | None, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -183,18 +222,24 @@ class NoiseInjection(CountedDraws):
     stream, (index, count)), where a data-parallel rank ``index`` of ``count`` draws for the
     global batch and keeps its block, as :func:`evogan.gan3d.model.networks.make_latent` does.
     Compiled, the noise is :func:`counter_normal` of :meth:`next_key`, seeded from that stream
-    by :func:`evogan.gan3d.model.networks.noise_source`.
+    by :func:`evogan.gan3d.model.networks.noise_source`. With ``events`` set (keys and the
+    batch's int64 event numbers, :func:`evogan.gan3d.model.networks.sample_events`), each
+    shower's noise is :func:`event_normal` of its event number instead.
     """
 
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.scale = nn.Parameter(torch.zeros(channels))
         self.source: tuple[torch.Generator | None, tuple[int, int]] = (None, (0, 1))
+        self.events: tuple[tuple[int, int], torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, (index, count) = x.shape[0], self.source[1]
         shape = torch.Size((n, 1, *x.shape[2:]))
-        if torch.compiler.is_compiling():
+        if self.events is not None:
+            keys, events = self.events
+            noise = event_normal(keys, events.to(x.device), tuple(shape[1:])).to(x.dtype)
+        elif torch.compiler.is_compiling():
             noise = counter_normal(self.next_key(), shape, x.device, index * n).to(x.dtype)
         else:
             gen = self.source[0]

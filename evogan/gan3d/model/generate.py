@@ -1,17 +1,23 @@
 """Showers from a 3DGAN generator, and their score against reference showers.
 
-:func:`generate_showers` runs a generator for given conditions in GeV; :func:`score_generator`
-scores them with :class:`evogan.physics.Reference` (the one definition of the selection score).
+:func:`generate_showers` runs a generator for given conditions in GeV, its noise drawn from one
+stream; :func:`generate_events` runs it for numbered events, whose conditions
+(:func:`event_conditions`) and noise are each a pure function of a seed and the event's number,
+so that a generation split over ranks and chunks, or one event made again alone, gives the same
+showers. :func:`score_generator` scores showers with :class:`evogan.physics.Reference` (the one
+definition of the selection score).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from evogan.gan3d.model.networks import Generator, sample, to_gev
+from evogan.gan3d.model.blocks import event_keys, event_uniform
+from evogan.gan3d.model.networks import Generator, sample, sample_events, to_gev
 from evogan.gan3d.model.precision import ForwardOptions
 from evogan.gan3d.model.spec import GanSpec
 from evogan.physics.score import Reference, Validation, worst_validation
@@ -57,6 +63,61 @@ def generate_showers(
     finally:
         generator.train(was_training)
     return out
+
+
+def event_conditions(
+    seed: int,
+    events: np.ndarray,
+    energy_range: tuple[float, float],
+    theta_range: tuple[float, float] | None = None,
+    log_uniform: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Primary energies (GeV) and angles (rad, from ``theta_range`` in rad; None without it)
+    of the events numbered ``events``, float32, drawn uniformly (energies uniformly in log E
+    with ``log_uniform``) from a pure function of ``seed`` and each number."""
+    numbers = torch.from_numpy(np.ascontiguousarray(events, np.int64)).reshape(-1)
+    draws = event_uniform(event_keys(seed, "conditions"), numbers, 2).double().numpy()
+    low, high = energy_range
+    if log_uniform:
+        energy = np.exp(math.log(low) + draws[:, 0] * (math.log(high) - math.log(low)))
+    else:
+        energy = low + draws[:, 0] * (high - low)
+    if theta_range is None:
+        return energy.astype(np.float32), None
+    theta = theta_range[0] + draws[:, 1] * (theta_range[1] - theta_range[0])
+    return energy.astype(np.float32), theta.astype(np.float32)
+
+
+def generate_events(
+    spec: GanSpec,
+    generator: Generator,
+    energy: np.ndarray,
+    theta: np.ndarray | None,
+    seed: int,
+    events: np.ndarray,
+    precision: str = "float32",
+) -> np.ndarray:
+    """Showers in GeV (n, *shape) of the events numbered ``events`` (one batch) for primaries
+    ``energy`` (GeV) and angles ``theta`` (rad): each shower depends on the generator, ``seed``,
+    its number and its conditions (:func:`~evogan.gan3d.model.networks.sample_events`), not on
+    the other events of the batch; bit for bit it also depends on the batch's size and its
+    place in it, as the matrix products round. Eval mode and ``precision`` as
+    :func:`generate_showers`."""
+    device = next(generator.parameters()).device
+    energy_t = torch.from_numpy(np.ascontiguousarray(energy, np.float32)).reshape(-1).to(device)
+    theta_t = None if theta is None else torch.from_numpy(np.ascontiguousarray(theta, np.float32))
+    numbers = torch.from_numpy(np.ascontiguousarray(events, np.int64)).reshape(-1)
+    autocast = ForwardOptions(precision).autocast(device)
+    was_training = generator.training
+    generator.eval()
+    try:
+        with torch.no_grad():
+            with autocast:
+                angle = None if theta_t is None else theta_t.to(device)
+                showers = sample_events(spec, generator, energy_t, angle, seed, numbers)
+            return to_gev(spec, showers.float()).cpu().numpy()
+    finally:
+        generator.train(was_training)
 
 
 def score_generator(

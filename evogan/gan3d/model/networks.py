@@ -18,7 +18,14 @@ import torch
 from torch import nn
 
 from evogan.errors import EvoganError
-from evogan.gan3d.model.blocks import NoiseInjection, SeededDropout, conv_block, initialise
+from evogan.gan3d.model.blocks import (
+    NoiseInjection,
+    SeededDropout,
+    conv_block,
+    event_keys,
+    event_normal,
+    initialise,
+)
 from evogan.gan3d.model.spec import GanSpec, flatten_features
 
 # Measured angle given to showers without any energy (the original's sentinel value).
@@ -193,6 +200,31 @@ def sample(
     latent = make_latent(spec, energy, theta, rng, shard)
     with noise_source(generator, rng, shard):
         return generator(latent)
+
+
+def sample_events(
+    spec: GanSpec,
+    generator: nn.Module,
+    energy: torch.Tensor,
+    theta: torch.Tensor | None,
+    seed: int,
+    events: torch.Tensor,
+) -> torch.Tensor:
+    """The generator's output (network units) for the events numbered ``events`` (int64, on
+    the CPU): each one's latent and per-cell noise a pure function of ``seed`` and its number
+    (:func:`~evogan.gan3d.model.blocks.event_normal`), so an event draws the same noise alone
+    or in any batch, on any rank. The latent noise is drawn on the CPU (the same on every
+    device), the per-cell noise where the network runs."""
+    noise = event_normal(event_keys(seed, "latent"), events, (spec.noise_size,))
+    latent = latent_vector(spec, noise.to(energy.device), energy, theta)
+    layers = [m for m in generator.modules() if isinstance(m, NoiseInjection)]
+    for number, layer in enumerate(layers):
+        layer.events = (event_keys(seed, "noise", number), events)
+    try:
+        return generator(latent)
+    finally:
+        for layer in layers:
+            layer.events = None
 
 
 def missing_theta(spec: GanSpec) -> EvoganError:
