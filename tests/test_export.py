@@ -25,6 +25,7 @@ import torch
 from evogan import __version__
 from evogan.cli import main
 from evogan.detectors import detector_for
+from evogan.gan3d.model.blocks import event_keys, event_normal
 from evogan.gan3d.model.generate import generate_showers
 from evogan.gan3d.model.model_file import save_generator
 from evogan.gan3d.model.networks import Generator
@@ -125,14 +126,27 @@ def _run(path: Path, feed: dict[str, np.ndarray]) -> np.ndarray:
     return session.run(["showers"], feed)[0]
 
 
-def _draws(spec: GanSpec, n: int, seed: int) -> dict[str, np.ndarray]:
-    """The standard normal draws ``evogan generate --seed`` makes for one batch of ``n``, in
-    its order: the latent rows, then each noise block's cells."""
+def _rng_draws(spec: GanSpec, n: int, seed: int) -> dict[str, np.ndarray]:
+    """The standard normal draws ``generate_showers`` makes from a generator seeded ``seed``
+    for one batch of ``n``, in its order: the latent rows, then each noise block's cells."""
     rng = torch.Generator().manual_seed(seed)
     draws = {"latent": torch.randn(n, spec.noise_size, generator=rng).numpy()}
     for entry in graph_inputs(spec):
         if entry.name.startswith("cell_noise_"):
             draws[entry.name] = torch.randn((n, *entry.shape[1:]), generator=rng).numpy()
+    return draws
+
+
+def _draws(spec: GanSpec, n: int, seed: int) -> dict[str, np.ndarray]:
+    """The standard normal draws ``evogan generate --seed`` makes for events 0..n-1: the
+    latent rows, then each noise block's cells, each a function of the seed and the event."""
+    events = torch.arange(n, dtype=torch.int64)
+    latent = event_normal(event_keys(seed, "latent"), events, (spec.noise_size,))
+    draws = {"latent": latent.numpy()}
+    blocks = [e for e in graph_inputs(spec) if e.name.startswith("cell_noise_")]
+    for number, entry in enumerate(blocks):
+        keys = event_keys(seed, "noise", number)
+        draws[entry.name] = event_normal(keys, events, tuple(entry.shape[1:])).numpy()
     return draws
 
 
@@ -220,7 +234,7 @@ def test_a_stopped_runs_last_model_is_its_last_checkpoint(
     assert meta["source"] == str(cc2 / marker["files"][0])
     picked = pick_generator(cc2, "last")
     energy = np.geomspace(1e3, 1e6, 6).astype(np.float32)  # MeV
-    draws = _draws(picked.spec, 6, 4)
+    draws = _rng_draws(picked.spec, 6, 4)
     rng = torch.Generator().manual_seed(4)
     gev = generate_showers(picked.spec, picked.generator, energy * np.float32(1e-3), None, rng, 6)
     rows = detector_for("calochallenge-2").geometry.to_flat(gev) * np.float32(1e3)
@@ -267,7 +281,7 @@ def test_per_cell_noise_blocks_become_inputs_drawn_in_generates_order(
     said, _ = _export(capsys, str(model), "--out", str(out))
     assert "cell_noise_1 [N, 1, 9, 16, 45]" in said
     energy = np.array([2e3, 5e4, 7e5], dtype=np.float32)
-    draws = _draws(spec, 3, 8)
+    draws = _rng_draws(spec, 3, 8)
     assert list(draws) == ["latent", "cell_noise_1"]
     gev = generate_showers(
         spec, generator, energy * np.float32(1e-3), None, torch.Generator().manual_seed(8), 3
