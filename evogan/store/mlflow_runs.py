@@ -38,7 +38,7 @@ from typing import Any
 from evogan.errors import EvoganError, RunStopped
 from evogan.store.atomic import atomic_write
 from evogan.store.lock import note_written
-from evogan.store.scalars import logger_setting, scalars, step_field
+from evogan.store.scalars import RecordSteps, logger_setting
 
 RUN_FILE = "mlflow.json"
 INSTALL = 'pip install "evogan[mlflow]"'
@@ -302,8 +302,7 @@ class RecordLogger:
     def __init__(self, run: TrackedRun, default_kind: str = "record") -> None:
         self.run = run
         self._client = run.client()
-        self._default_kind = default_kind
-        self._counts: dict[str, int] = {}
+        self._steps = RecordSteps(default_kind)
         self._pending: list[Any] = []
         self._sent = -FLUSH_SECONDS
 
@@ -320,14 +319,9 @@ class RecordLogger:
         """Add one record; ``step`` overrides the record's own step field."""
         from mlflow.entities import Metric
 
-        kind = str(record.get("kind") or self._default_kind)
-        self._counts[kind] = self._counts.get(kind, 0) + 1
-        field = None
-        if step is None:
-            field = step_field(record, kind)
-            step = int(record[field]) if field else self._counts[kind] - 1
+        step, values = self._steps.place(record, step)
         now = int(time.time() * 1000)
-        for name, value in scalars(record, kind, skip=field):
+        for name, value in values:
             self._pending.append(Metric(key(name), value, now, step))
         if time.monotonic() - self._sent >= FLUSH_SECONDS:
             self.flush()

@@ -51,6 +51,27 @@ def step_field(record: dict[str, Any], kind: str) -> str | None:
     return next((k for k in STEP_KEYS.get(kind, ANY_STEP) if _number(record.get(k))), None)
 
 
+class RecordSteps:
+    """The step each logged record goes under: its own step field, or how many records of its
+    kind came before (so every logger numbers a run's records the same way)."""
+
+    def __init__(self, default_kind: str) -> None:
+        self.default_kind = default_kind
+        self.counts: dict[str, int] = {}
+
+    def place(
+        self, record: dict[str, Any], step: int | None = None
+    ) -> tuple[int, list[tuple[str, float]]]:
+        """The record's step (``step`` when given) and its scalars, the step field left out."""
+        kind = str(record.get("kind") or self.default_kind)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        field = None
+        if step is None:
+            field = step_field(record, kind)
+            step = int(record[field]) if field else self.counts[kind] - 1
+        return step, scalars(record, kind, skip=field)
+
+
 def scalars(record: dict[str, Any], kind: str, skip: str | None) -> list[tuple[str, float]]:
     """The numeric fields of a record but ``skip`` as ``(KIND/KEY, value)``; nested dicts
     become ``KIND/KEY/SUB``; text, lists, booleans and non-finite values are left out."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evogan.errors import EvoganError
-from evogan.store.scalars import logger_setting, scalars, step_field
+from evogan.store.scalars import RecordSteps, logger_setting
 
 
 def require() -> None:
@@ -54,21 +54,14 @@ class EventWriter:
 
         logdir.mkdir(parents=True, exist_ok=True)
         self._writer = EventFileWriter(str(logdir))
-        self._default_kind = default_kind
-        self._counts: dict[str, int] = {}
+        self._steps = RecordSteps(default_kind)
 
     def write(self, record: dict[str, Any], step: int | None = None) -> None:
         """Add one record; ``step`` overrides the record's own step field."""
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
 
-        kind = str(record.get("kind") or self._default_kind)
-        self._counts[kind] = self._counts.get(kind, 0) + 1
-        field = None
-        if step is None:
-            field = step_field(record, kind)
-            step = int(record[field]) if field else self._counts[kind] - 1
-        values = scalars(record, kind, skip=field)
+        step, values = self._steps.place(record, step)
         summary = Summary(value=[Summary.Value(tag=t, simple_value=v) for t, v in values])
         self._writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
         self._writer.flush()
