@@ -179,10 +179,15 @@ def test_search_reports_candidate_k_of_n_and_labels_group_lines(
     assert ks == [1, 2, 3], result.stdout
     reports = [line for line in out if line.startswith("search: candidate ")]
     assert all("best so far" in line and "ETA" in line for line in reports)
-    # Every line is the search's own or labelled with the group that printed it.
-    assert all(line.startswith(("search: ", "[group 0] ", "[group 1] ")) for line in out), out
-    assert any(line.startswith("[group 1] ") for line in out)
-    assert "search: note: fitness.test_events = 20, but the test split holds 12 showers" in out[1]
+    # What data the campaign reads is said once, before it starts; every other line is the
+    # search's own or labelled with the group that printed it.
+    data = [line for line in out if line.startswith("data: ")]
+    assert [line.split(" ")[1] for line in data] == ["no", "48"], out
+    assert out[: len(data)] == data
+    rest = out[len(data) :]
+    assert all(line.startswith(("search: ", "[group 0] ", "[group 1] ")) for line in rest), out
+    assert any(line.startswith("[group 1] ") for line in rest)
+    assert "search: note: fitness.test_events = 20, but the test split holds 12 showers" in rest[1]
     both = result.stdout + result.stderr
     assert "[I " not in both and "optuna: info" not in both and "A new study" not in both
 

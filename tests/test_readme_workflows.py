@@ -49,6 +49,8 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
     (r"^python -m pytest\b", "is this test suite itself"),
     (r"^sbatch\b", "needs a Slurm cluster"),
     (r"(^|\s)/(eos|afs|cvmfs|gpfs)/", "names a file on a cluster file system"),
+    (r"^mkdocs serve\b", "serves the docs site until stopped"),
+    (r"^mkdocs build\b", "is tests/test_docs_site.py's strict build of the site"),
 )
 
 

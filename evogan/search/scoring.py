@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from evogan.config.data import DataConfig
 from evogan.config.search import SearchConfig
 from evogan.config.search_sections import MIN_TEST_EVENTS
 from evogan.distributed.mpi import MPI
 from evogan.errors import ConfigError, DataError
-from evogan.gan3d.model.generate import generate_showers
+from evogan.gan3d.model.generate import generate_numbered
 from evogan.gan3d.model.spec import check_window
 from evogan.physics import WORST_SCORE, Reference, Validation
 
@@ -73,8 +72,7 @@ class Scorer:
 
         spec, generator, _meta = load_generator(path)
         theta = self.theta if spec.conditioning.angle else None
-        rng = torch.Generator().manual_seed(SCORE_SEED)
-        showers = generate_showers(spec, generator, self.energy, theta, rng)
+        showers = generate_numbered(spec, generator, self.energy, theta, SCORE_SEED)
         if not np.isfinite(showers).all():
             return MemberScore(math.nan, 0, len(showers))
         result = self.reference.score(showers, self.energy, self.theta)

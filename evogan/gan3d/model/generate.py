@@ -120,6 +120,30 @@ def generate_events(
         generator.train(was_training)
 
 
+def generate_numbered(
+    spec: GanSpec,
+    generator: Generator,
+    energy: np.ndarray,
+    theta: np.ndarray | None,
+    seed: int,
+    batch_size: int = 128,
+    on_batch: Callable[[int], None] | None = None,
+    precision: str = "float32",
+) -> np.ndarray:
+    """Showers in GeV of events 0..n-1 for the given conditions, in batches of ``batch_size``
+    from event 0: the showers ``evogan generate --seed`` writes for these conditions (its
+    ``--conditions-from``), so a generator scores the same from its file as from its showers."""
+    out = np.empty((len(energy), *spec.output_shape), dtype=np.float32)
+    for lo in range(0, len(energy), batch_size):
+        hi = min(lo + batch_size, len(energy))
+        angle = None if theta is None else theta[lo:hi]
+        events = np.arange(lo, hi, dtype=np.int64)
+        out[lo:hi] = generate_events(spec, generator, energy[lo:hi], angle, seed, events, precision)
+        if on_batch is not None:
+            on_batch(hi - lo)
+    return out
+
+
 def score_generator(
     reference: Reference,
     spec: GanSpec,
@@ -131,15 +155,15 @@ def score_generator(
     on_batch: Callable[[int], None] | None = None,
     precision: str = "float32",
 ) -> Validation:
-    """One generator's showers for the reference's conditions, scored; the noise is a fresh
-    stream from ``seed`` (every ensemble member sees the same noise), the generator runs in
-    ``precision`` (:func:`generate_showers`). A generator that fails to run scores worst, with
-    the reason."""
-    rng = torch.Generator().manual_seed(seed)
+    """One generator's showers for the reference's conditions, scored; the noise is that of
+    the numbered events under ``seed`` (:func:`generate_numbered`: every ensemble member sees
+    the same noise, and the file ``evogan generate`` writes scores alike), the generator runs
+    in ``precision`` (:func:`generate_showers`). A generator that fails to run scores worst,
+    with the reason."""
     angle = theta if spec.conditioning.angle else None
     try:
-        showers = generate_showers(
-            spec, generator, energy, angle, rng, batch_size, on_batch, precision
+        showers = generate_numbered(
+            spec, generator, energy, angle, seed, batch_size, on_batch, precision
         )
     except (RuntimeError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
