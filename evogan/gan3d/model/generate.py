@@ -130,15 +130,19 @@ def generate_numbered(
     on_batch: Callable[[int], None] | None = None,
     precision: str = "float32",
 ) -> np.ndarray:
-    """Showers in GeV of events 0..n-1 for the given conditions, in batches of ``batch_size``
-    from event 0: the showers ``evogan generate --seed`` writes for these conditions (its
+    """Showers in GeV of events 0..n-1 for the given conditions, in whole batches of
+    ``batch_size`` from event 0 (a short last one padded with its last event's conditions):
+    bit for bit the showers ``evogan generate --seed`` writes for these conditions (its
     ``--conditions-from``), so a generator scores the same from its file as from its showers."""
     out = np.empty((len(energy), *spec.output_shape), dtype=np.float32)
     for lo in range(0, len(energy), batch_size):
         hi = min(lo + batch_size, len(energy))
-        angle = None if theta is None else theta[lo:hi]
-        events = np.arange(lo, hi, dtype=np.int64)
-        out[lo:hi] = generate_events(spec, generator, energy[lo:hi], angle, seed, events, precision)
+        pad = (0, lo + batch_size - hi)
+        angle = None if theta is None else np.pad(theta[lo:hi], pad, mode="edge")
+        events = np.arange(lo, lo + batch_size, dtype=np.int64)
+        batch = np.pad(energy[lo:hi], pad, mode="edge")
+        made = generate_events(spec, generator, batch, angle, seed, events, precision)
+        out[lo:hi] = made[: hi - lo]
         if on_batch is not None:
             on_batch(hi - lo)
     return out
