@@ -23,6 +23,7 @@ def python_blocks(text: str) -> list[str]:
     return BLOCK.findall(text)
 
 
+@pytest.mark.slow
 def test_every_python_example_of_the_api_page_runs_in_order(tmp_path, monkeypatch) -> None:
     blocks = python_blocks(API.read_text())
     assert len(blocks) >= 6
@@ -68,6 +69,7 @@ def test_importing_the_package_root_loads_no_subpackage() -> None:
     assert _fresh_python(code).strip() == "[]"
 
 
+@pytest.mark.slow
 def test_a_training_rank_imports_scipy_only_when_it_scores() -> None:
     """Every rank imports the trainer; only a validating one needs the score's scipy."""
     code = (

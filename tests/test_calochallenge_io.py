@@ -272,6 +272,7 @@ def test_writer_leaves_nothing_on_failure(tmp_path):
         ShowerWriter(out, (51, 51, 25), detector=DS2)
 
 
+@pytest.mark.slow
 def test_cli_inspect_names_the_detector_and_refuses_a_wrong_one(tmp_path):
     path = write_calochallenge(tmp_path / "a.h5", 4)
     shown = evogan("data", "inspect", str(path))
@@ -291,6 +292,7 @@ def test_cli_synth_refuses_an_unknown_detector_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_validate_refuses_showers_of_another_detector(tmp_path):
     generated = write_calochallenge(tmp_path / "ds2.h5", 12)
     photons = detector_for("calochallenge-1-photons")

@@ -82,6 +82,7 @@ def _refusal(tmp_path: Path, *argv: str) -> tuple[str, bool]:
     return done.stderr.strip().splitlines()[-1], loaded
 
 
+@pytest.mark.slow
 def test_refusals_that_need_no_torch_come_before_it(tmp_path: Path) -> None:
     line, loaded = _refusal(tmp_path, "search", str(CONFIGS / "arch_search_tiny.yaml"))
     assert "must be a multiple of ranks_per_group = 2, got 1" in line and not loaded

@@ -105,6 +105,7 @@ def test_without_circular_padding_the_seam_breaks_the_rotation() -> None:
         assert not torch.allclose(blocks(discriminator)(roll(shower)), roll(features), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_circular_padding_runs_the_same_in_the_fft_form() -> None:
     from evogan.gan3d.kernels import set_convolution
 

@@ -77,6 +77,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow
 def test_bad_file_gives_one_line(tmp_path, case):
     make, pattern = CASES[case]
     path = tmp_path / ("absent.h5" if make is None else "bad.h5")
@@ -105,6 +106,7 @@ def _renamed_ecal(path):
     return path
 
 
+@pytest.mark.slow
 def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path):
     """The "set data.ecal_key" that an error advises is a setting inspect and validate take,
     and messages about the cells then name the file's own key."""
@@ -146,6 +148,7 @@ def test_directory_and_unmatched_glob(tmp_path):
         open_dataset(DataConfig(files=[str(tmp_path / "run_*.h5")]))
 
 
+@pytest.mark.slow
 def test_validate_reads_a_reference_with_other_keys(tmp_path):
     """validate reads the reference with the --set read settings: it gets past the key to
     the reference's size, refused before any scoring."""

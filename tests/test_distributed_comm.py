@@ -62,6 +62,7 @@ def test_a_rank_that_raises_ends_every_rank_with_its_rank_named() -> None:
     assert re.fullmatch(pattern, lines[0])
 
 
+@pytest.mark.slow
 def test_a_user_error_on_one_rank_is_one_line_without_traceback() -> None:
     done = mpirun(2, [SCRIPT, "--fail-rank", "0", "--user-error"], timeout=30)
     assert done.returncode == 2

@@ -113,6 +113,7 @@ def test_generated_pages_are_not_committed_in_docs() -> None:
     importlib.util.find_spec("mkdocs") is None,
     reason="mkdocs is not installed: pip install -e '.[docs]' (the test extra includes it)",
 )
+@pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     site = tmp_path / "site"
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_MKDOCS_2_WARNING": "1"}

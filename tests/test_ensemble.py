@@ -56,6 +56,7 @@ def scored() -> dict:
     }
 
 
+@pytest.mark.slow
 def test_opposite_biases_do_not_cancel(scored: dict) -> None:
     edges = scored["reference"].edges
     truth = combine(scored["truth"], edges, beta=1.0)
@@ -80,6 +81,7 @@ def test_failed_and_empty_members_score_worst(scored: dict) -> None:
     assert np.isfinite(result.mean["profile_z"]).all()  # worst members add no observables
 
 
+@pytest.mark.slow
 def test_members_see_the_same_noise_and_a_broken_one_scores_worst() -> None:
     spec = tiny_spec()
     ecal, energy, theta = toy_showers(16, seed=1)

@@ -118,6 +118,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize(
     ("method", "kind", "value"), [("ga", "generation", "best"), ("rmsprop", "step", "loss")]
 )
+@pytest.mark.slow
 def test_ga_and_rmsprop_runs_draw_their_learning_curve(runs, method, kind, value) -> None:
     path = runs[method]
     assert (path / LEARNING_CURVE).read_bytes()[:8] == PNG

@@ -142,6 +142,7 @@ def test_moment_panels_go_log_only_where_the_model_is_far_off(tables) -> None:
     assert _axis(poor, "depth centre (X0)").get_yscale() == "linear"
 
 
+@pytest.mark.slow
 def test_depth_labels_past_the_last_layer_do_not_pile_up(tables) -> None:
     fig = _profiles(tables, "good")
     layer = next(ax for ax in fig.axes if ax.get_xlabel() == "layer")

@@ -147,6 +147,7 @@ def test_fft_size_is_the_smallest_length_of_the_primes_given() -> None:
         ((3, 2), (7, 6, 5), (7, 1, 2), ((3, 3), (0, 0), (1, 0))),
     ],
 )
+@pytest.mark.slow
 def test_fft_form_equals_the_direct_convolution_to_float32_rounding(channels, cells, kernel, pads):
     gen = torch.Generator().manual_seed(math.prod(cells))
     x = torch.randn(2, channels[0], *cells, generator=gen, requires_grad=True)
@@ -204,6 +205,7 @@ def test_spectra_are_kept_only_where_a_weight_gradient_will_need_them(monkeypatc
     assert asked == [True, False, False]
 
 
+@pytest.mark.slow
 def test_fft_operators_are_whole_to_torch_compile() -> None:
     """Schema, shapes without data, autograd and AOT tracing of the two custom operators:
     what torch.compile relies on to keep them in one graph."""
@@ -259,6 +261,7 @@ def _one_step(convolution: str) -> tuple[dict[str, float], dict[str, torch.Tenso
     return losses, grads
 
 
+@pytest.mark.slow
 def test_training_step_with_fft_convolutions_agrees_with_direct_ones() -> None:
     ref_losses, ref_grads = _one_step("direct")
     losses, grads = _one_step("fft")

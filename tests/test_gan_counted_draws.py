@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
 from evogan.gan3d.model.blocks import (
@@ -77,6 +78,7 @@ def test_compiled_dropout_is_one_graph_reproducible_and_fresh_every_call() -> No
     assert torch.equal(compiled(x), x)
 
 
+@pytest.mark.slow
 def test_a_compiled_step_reseeds_its_masks_from_the_step_stream() -> None:
     """The whole compiled discriminator is one graph; two steps from the same seeds and weights
     match, and each new pass draws new keys from the step's stream."""
@@ -117,6 +119,7 @@ def _noisy_layer() -> NoiseInjection:
     return layer
 
 
+@pytest.mark.slow
 def test_compiled_noise_is_one_graph_sharded_like_one_process_and_seeded_by_the_stream() -> None:
     layer = _noisy_layer()
     compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
@@ -133,6 +136,7 @@ def test_compiled_noise_is_one_graph_sharded_like_one_process_and_seeded_by_the_
     assert layer.source == (None, (0, 1))
 
 
+@pytest.mark.slow
 def test_shipped_networks_with_dropout_and_noise_compile_without_a_graph_break() -> None:
     raw = load_spec(REPO / "configs" / "gan3d.yaml").model_dump()
     for block in raw["generator"]:

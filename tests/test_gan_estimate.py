@@ -40,6 +40,7 @@ def test_the_small_specs_named_are_the_shipped_ones() -> None:
 
 
 @pytest.mark.parametrize("announce", [True, False])
+@pytest.mark.slow
 def test_the_trainer_says_it_after_the_first_step(
     tmp_path: Path, monkeypatch, caplog, announce: bool
 ) -> None:

@@ -194,6 +194,7 @@ def test_a_training_hints_once_per_process_and_never_before_a_refusal(
     ]
 
 
+@pytest.mark.slow
 def test_a_bf16_channels_last_training_runs_and_records_its_options(tmp_path: Path) -> None:
     overrides = ["trainer.precision=bf16", "trainer.channels_last=true"]
     overrides += ["trainer.epochs=1", "trainer.steps_per_epoch=2"]

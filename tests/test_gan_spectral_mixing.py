@@ -79,6 +79,7 @@ def compare() -> dict:
     return errors
 
 
+@pytest.mark.slow
 def test_kernels_equal_einsum() -> None:
     pytest.importorskip("triton")
     code = "import json, tests.test_gan_spectral_mixing as t; print(json.dumps(t.compare()))"

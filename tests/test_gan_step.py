@@ -41,6 +41,7 @@ def test_losses_have_their_keras_definitions() -> None:
     assert torch.equal(flipped_labels(0.0, 5, 0.0, torch.Generator(), "cpu"), torch.zeros(5))
 
 
+@pytest.mark.slow
 def test_losses_fall_on_a_tiny_dataset() -> None:
     step = _step()
     real, energy, theta = _batch(4)
@@ -77,6 +78,7 @@ def test_gradient_methods_fill_grads_without_stepping() -> None:
         assert torch.equal(old, p.detach())
 
 
+@pytest.mark.slow
 def test_same_seeds_give_the_same_training() -> None:
     real, energy, theta = _batch(4)
     a = _step(3).train_step(real, energy, theta)
@@ -214,6 +216,7 @@ def test_the_sampling_fraction_term_is_zero_at_the_data_scale_and_pulls_the_gene
     assert "g_sampling_fraction" not in _step().train_step(*_batch(4))
 
 
+@pytest.mark.slow
 def test_the_soft_hit_count_follows_the_validation_hits_and_the_term_pulls_the_generator() -> None:
     """``soft_hit_count`` tracks the validation's hard count (cells > 3e-4 GeV) within 15% and
     moves with it when cells fall below the threshold; it passes gradient to cells near the

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from evogan.config import load_config
 from evogan.gan3d import GanTrainer
 from evogan.store import load_weights
@@ -19,6 +21,7 @@ def _weights(run: Path) -> dict:
     return load_weights(run / "last_model.h5")[0]
 
 
+@pytest.mark.slow
 def test_train_one_epoch_at_a_time_equals_one_training_and_resume_continues(
     tmp_path: Path,
 ) -> None:

@@ -76,6 +76,7 @@ def _layout(input_shape, **kwargs) -> RegressorLayout:
 
 
 @pytest.mark.parametrize("name", CASES)
+@pytest.mark.slow
 def test_kernel_predictions_equal_each_network(name: str) -> None:
     code = f"import json, tests.test_gpu_eval as t; print(json.dumps(t.compare({name!r})))"
     result = json.loads(_interpreted(code).stdout.splitlines()[-1])
@@ -84,6 +85,7 @@ def test_kernel_predictions_equal_each_network(name: str) -> None:
     assert result["error"] < 2e-6
 
 
+@pytest.mark.slow
 def test_max_pooling_and_gradients_take_the_torch_path() -> None:
     code = """
 import torch
@@ -98,6 +100,7 @@ print(evaluation_path(avg, torch.randn(3, avg.size, requires_grad=True), x))
     assert _interpreted(code).stdout.splitlines()[-3:] == [TORCH, TRITON, TORCH]
 
 
+@pytest.mark.slow
 def test_bad_kernel_arguments_name_the_problem() -> None:
     code = """
 import torch
@@ -127,6 +130,7 @@ def test_precision_follows_torchs_float32_matmul_setting() -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.slow
 def test_ga_on_cuda_without_a_gpu_is_refused_before_data_or_a_run_directory(
     tmp_path: Path,
 ) -> None:

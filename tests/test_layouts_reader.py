@@ -196,6 +196,7 @@ def test_shard_is_disjoint_complete_and_balanced(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_shards_under_mpirun(tmp_path):
     write_layout(tmp_path / "EleEscan_1.h5", "raw51", 9, first=0)
     write_layout(tmp_path / "EleEscan_2.h5", "raw51", 7, first=9)

@@ -49,6 +49,7 @@ def test_hints_are_silenced_by_their_switch_and_by_the_log_level(
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_only_world_rank_0_says_a_hint_before_mpi_starts_and_from_each_rank_group(
     tmp_path: Path,
 ) -> None:

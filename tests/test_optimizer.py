@@ -100,6 +100,7 @@ def test_zero_grad_and_refusals() -> None:
         RMSprop(params[:2]).load_state_dict(optimizer.state_dict())
 
 
+@pytest.mark.slow
 def test_a_training_step_imports_no_compiler_stack() -> None:
     code = (
         "import torch\n"

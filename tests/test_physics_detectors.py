@@ -87,6 +87,7 @@ def _score(world: dict, distortion) -> float:
     return result.score
 
 
+@pytest.mark.slow
 def test_independent_sample_scores_at_the_floor(world: dict) -> None:
     floor = world["floor"]
     assert 0 < floor["score"] < 1 and floor["spread"] > 0

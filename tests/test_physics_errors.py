@@ -71,6 +71,7 @@ def _standardised_pair(rng: np.random.Generator, n: int, mix: np.ndarray) -> tup
 
 
 @pytest.mark.parametrize("shift", [0.0, 0.5])
+@pytest.mark.slow
 def test_fpd_pulls_have_rms_near_1(shift: float) -> None:
     """Identical distributions (truth 0: the value is extrapolated to infinite N), and one
     moved by ``shift`` along a feature (truth shift^2, the covariances being equal)."""
@@ -124,6 +125,7 @@ def _table(rng: np.random.Generator, n: int, mix: np.ndarray) -> FeatureTable:
     return FeatureTable(scalars, profiles, spectrum, energy, np.zeros(n, bool), shape, 1e-6)
 
 
+@pytest.mark.slow
 def test_the_scores_separation_and_fpd_errors_mean_what_they_say() -> None:
     """Through the score itself: the separation power averaged over energy bins, profile
     slices and feature groups (the spectrum included), and FPD."""

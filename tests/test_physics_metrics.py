@@ -158,6 +158,7 @@ def test_average_ranks_are_scipys_rankdata() -> None:
     assert np.isnan(average_ranks(np.array([1.0, np.nan, 2.0]))).all()
 
 
+@pytest.mark.slow
 def test_scoring_does_not_import_scipy_stats() -> None:
     """Every process that scores (search ranks, validation during training) would pay about
     0.5 s for it."""

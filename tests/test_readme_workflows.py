@@ -331,6 +331,7 @@ def test_readme_blocks_are_found() -> None:
 # limit leaves room for a busy machine.
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("index", range(len(COMMANDS)), ids=lambda i: COMMANDS[i][:70])
+@pytest.mark.slow
 def test_readme_command(outcomes: list[Outcome], index: int) -> None:
     outcome = outcomes[index]
     if outcome.skipped is not None:

@@ -228,6 +228,7 @@ def ds2_runs(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 
 @pytest.mark.parametrize("method", ["ga", "rmsprop"])
+@pytest.mark.slow
 def test_ga_and_rmsprop_learn_on_dataset_2_showers(ds2_runs, method) -> None:
     config, *runs = ds2_runs
     run = dict(zip(("ga", "rmsprop"), runs, strict=True))[method]
@@ -248,6 +249,7 @@ def test_ga_and_rmsprop_learn_on_dataset_2_showers(ds2_runs, method) -> None:
     assert measured == pytest.approx(summary["test_mape"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_compare_names_the_detector_of_the_runs(ds2_runs, tmp_path) -> None:
     _, ga, rmsprop = ds2_runs
     records = [RunRecord.load(ga), RunRecord.load(rmsprop)]
@@ -277,6 +279,7 @@ def test_a_run_written_before_summaries_named_the_detector_is_named_from_its_con
     assert RunRecord.load(old).image == "clic-ecal (cartesian, 51x51x25), summed over y"
 
 
+@pytest.mark.slow
 def test_ga_islands_on_dataset_2_showers_under_mpirun(ds2_runs, tmp_path) -> None:
     """Two islands exchange migrants on the 9x45 images; a projection the detector lacks ends
     both ranks with the one line and writes nothing."""

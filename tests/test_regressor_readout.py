@@ -70,6 +70,7 @@ def test_networks_fitted_together_get_the_bits_they_get_alone() -> None:
         assert torch.equal(alone[0], together[row])
 
 
+@pytest.mark.slow
 def test_the_fit_is_the_same_on_any_thread_count_and_restores_it() -> None:
     layout = RegressorLayout.from_config(RegressorModelConfig(), (1, 51, 25))  # the shipped one
     generator = torch.Generator().manual_seed(4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from evogan.gan3d.model.model_file import save_generator
@@ -29,6 +30,7 @@ def _empty_generator(path: Path) -> Path:
     return save_generator(path, tiny_spec(), generator, {"seed": 1})
 
 
+@pytest.mark.slow
 def test_the_scorer_counts_empty_showers(tmp_path: Path) -> None:
     ref = _showers(tmp_path / "ref.h5", EVENTS, seed=1)
     train = _showers(tmp_path / "train.h5", 40, seed=2)

@@ -44,6 +44,7 @@ def run_or_resume(
     )
 
 
+@pytest.mark.slow
 def test_start_then_nothing_then_refuse_a_failed_run(tmp_path) -> None:
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({**TINY, "ga": {**TINY["ga"], "epochs": 1}}))
@@ -93,6 +94,7 @@ def test_a_run_its_launcher_killed_after_a_stop_signal_is_resumed(
     assert resumed or "has status 'running'" in done.stderr
 
 
+@pytest.mark.slow
 def test_arguments_reach_a_new_run_and_a_resume_keeps_its_config(tmp_path) -> None:
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY))
