@@ -110,8 +110,9 @@ def test_a_regressor_run_is_one_mlflow_run_holding_its_records(
     assert _client(store).get_experiment(found.info.experiment_id).name == "evogan-regressor"
 
 
+@pytest.mark.slow
 def test_a_resumed_gan_training_continues_its_mlflow_run(root: Path) -> None:
-    short = ["trainer.steps_per_epoch=2", "run.mlflow=true"]
+    short = ["trainer.steps_per_epoch=1", "run.mlflow=true"]
     run = root / "gan" / "run"
     first_epoch = load_config(GAN, [*short, "trainer.epochs=1"])
     train_gan3d(first_epoch, run, world=MPI.COMM_SELF, signals=False, learning_curve=False)
@@ -134,6 +135,7 @@ def test_a_resumed_gan_training_continues_its_mlflow_run(root: Path) -> None:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_an_island_run_nests_one_mlflow_run_per_island(root: Path) -> None:
     run = root / "islands" / "run"
     args = ["-m", "evogan", "evolve", str(root / "tiny.yaml"), "--run-dir", str(run)]
@@ -157,6 +159,7 @@ def test_an_island_run_nests_one_mlflow_run_per_island(root: Path) -> None:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_campaign_nests_candidates_and_their_members(root: Path, tmp_path: Path) -> None:
     """Two groups of two ranks: one run per member training (not per rank), each nested in its
     candidate's run, each candidate in the campaign's."""
@@ -164,7 +167,7 @@ def test_a_campaign_nests_candidates_and_their_members(root: Path, tmp_path: Pat
     raw.update(
         base=str(GAN),
         candidates=2,
-        budget={"kind": "steps", "amount": 2},
+        budget={"kind": "steps", "amount": 1},
         fitness={"members": 1, "beta": 0.5, "test_events": 20, "energy_bins": 2},
         campaign={"mlflow": True},
     )
@@ -179,7 +182,7 @@ def test_a_campaign_nests_candidates_and_their_members(root: Path, tmp_path: Pat
     rows = [row for path in (campaign / "table").glob("*.jsonl") for row in read_metrics(path)]
     assert len(rows) == 2 and len(runs) == 1 + 2 * 2
     assert "mlflow.parentRunId" not in runs[top].data.tags
-    assert runs[top].data.params["budget.amount"] == "2.0"
+    assert runs[top].data.params["budget.amount"] == "1.0"
     for row in rows:
         folder = campaign / "candidates" / row["id"]
         candidate = runs[_run_of(folder)]

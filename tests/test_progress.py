@@ -1,6 +1,8 @@
 """Progress display and log routing: the Task's counting, rate, ETA and line; plain lines when
 stderr is not a terminal; nothing on ranks that do not show; one labelled log format for Optuna;
-and a real 2-rank search whose stdout reports "candidate k of N" and carries no Optuna INFO."""
+``evogan data inspect`` reporting one scan. What a real 2-rank search prints ("candidate k of
+N", group labels, no Optuna INFO) is checked on the Optuna campaign of
+tests/test_search_pruning.py."""
 
 from __future__ import annotations
 
@@ -11,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from evogan import progress as progress_module
+from evogan.cli import main
 from evogan.logs import labelled_stdout
 from evogan.progress import Task, format_seconds, hushed, progress
-from tests.conftest import REPO, evogan, mpi_env, mpirun
+from tests.conftest import evogan, mpi_env
 
 
 def test_format_seconds_reads_at_a_glance() -> None:
@@ -153,49 +155,10 @@ def test_optuna_lines_go_through_evogan_logging(level: str) -> None:
     assert len(infos) == (3 if level else 0)  # study created, trial 0 and 1 finished
 
 
-def test_search_reports_candidate_k_of_n_and_labels_group_lines(
-    tmp_path: Path, monkeypatch
-) -> None:
-    raw = yaml.safe_load((REPO / "configs" / "arch_search_tiny.yaml").read_text())
-    raw.update(
-        backend="optuna",
-        candidates=3,
-        ranks_per_group=1,
-        base=str(REPO / "configs" / "gan3d_tiny.yaml"),
-        budget={"kind": "steps", "amount": 1},
-        fitness={"members": 1, "beta": 0.5, "test_events": 20, "energy_bins": 2},
-    )
-    raw["data"]["synthetic"]["events"] = 60
-    config = tmp_path / "search.yaml"
-    config.write_text(yaml.safe_dump(raw))
-    args = ["-m", "evogan", "search", str(config), "--run-dir", str(tmp_path / "campaign")]
-    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path / "cache"))
-    result = mpirun(2, args, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout.splitlines()
-    ks = [
-        int(m.group(1)) for m in map(re.compile(r"search: candidate (\d) of 3: ").match, out) if m
-    ]
-    assert ks == [1, 2, 3], result.stdout
-    reports = [line for line in out if line.startswith("search: candidate ")]
-    assert all("best so far" in line and "ETA" in line for line in reports)
-    # What data the campaign reads is said once, before it starts; every other line is the
-    # search's own or labelled with the group that printed it.
-    data = [line for line in out if line.startswith("data: ")]
-    assert [line.split(" ")[1] for line in data] == ["no", "48"], out
-    assert out[: len(data)] == data
-    rest = out[len(data) :]
-    assert all(line.startswith(("search: ", "[group 0] ", "[group 1] ")) for line in rest), out
-    assert any(line.startswith("[group 1] ") for line in rest)
-    assert "search: note: fitness.test_events = 20, but the test split holds 12 showers" in rest[1]
-    both = result.stdout + result.stderr
-    assert "[I " not in both and "optuna: info" not in both and "A new study" not in both
-
-
+@pytest.mark.slow
 def test_inspect_reports_progress_and_streams_the_file_once(tmp_path: Path) -> None:
     showers = tmp_path / "showers.h5"
-    made = evogan("data", "synth", "--out", str(showers), "--events", "48", "--seed", "1")
-    assert made.returncode == 0, made.stderr
+    assert main(["data", "synth", "--out", str(showers), "--events", "48", "--seed", "1"]) == 0
     result = evogan("data", "inspect", str(showers), "--plot", str(tmp_path / "showers.png"))
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("inspect: ")]

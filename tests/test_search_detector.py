@@ -164,6 +164,7 @@ def _one_error(result: subprocess.CompletedProcess[str]) -> str:
     return errors[0]
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_a_clic_gene_on_every_rank_before_any_directory(tmp_path: Path) -> None:
     out = tmp_path / "campaign"
     space = [*yaml.safe_load(CC2.read_text())["space"], CLIC_SEEDS]
@@ -251,6 +252,7 @@ def _rows(campaign: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_a_cylindrical_campaign_prunes_resumes_after_sigterm_and_tests_its_winner(
     tmp_path: Path,
 ) -> None:

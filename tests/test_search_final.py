@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from evogan.cli import main
 from evogan.config import load_config
 from evogan.config.search import SearchConfig
 from evogan.errors import ConfigError
@@ -92,11 +93,12 @@ def test_final_counts_failures_as_worst_and_tests_against_the_baseline(tmp_path:
     assert "baseline, seed 14: nan: training losses" in table
 
 
-def test_reproduce_of_an_unknown_candidate_says_so(tmp_path: Path) -> None:
+def test_reproduce_of_an_unknown_candidate_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     campaign = tiny_campaign(tmp_path / "camp", {"c-best": 2.0})
-    result = evogan("report", str(campaign), "--reproduce", "nope:0")
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
+    assert main(["report", str(campaign), "--reproduce", "nope:0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"evogan: error: --reproduce nope:0: 'nope' is not a candidate of {campaign}; evogan "
         f"report {campaign} --out DIR lists the best with their --reproduce commands"
     ]
@@ -133,8 +135,10 @@ def _both_groups_training(campaign: Path, job: subprocess.Popen) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_campaign_final_step_reproduce_and_report(tmp_path: Path) -> None:
-    config = _config(tmp_path, candidates=2, final={"retrain_seeds": 2, "top": 1})
+    budget = {"kind": "steps", "amount": 1}  # every training: the campaign's, final's, report's
+    config = _config(tmp_path, candidates=2, final={"retrain_seeds": 2, "top": 1}, budget=budget)
     out = tmp_path / "ga"
     _env_cache(tmp_path)
     try:

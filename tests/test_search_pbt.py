@@ -74,6 +74,7 @@ def _check_exploit(out: Path, rows: dict[str, dict], row: dict) -> None:
             assert value == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_pbt_copies_weights_and_hyperparameters_and_records_lineage(tmp_path: Path) -> None:
     out = tmp_path / "pbt"  # two workers of one rank each
     config = _config(tmp_path, ranks_per_group=1)

@@ -7,6 +7,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from evogan.search.campaign import MANIFEST, Campaign
 from evogan.search.summary import best_rows, build_summary
 from evogan.store import atomic_write
@@ -92,6 +94,7 @@ def test_ties_within_the_standard_error_are_ranked_by_cost() -> None:
     assert [r["id"] for r in best_rows(rows, 3)] == ["big", "small", "far"]
 
 
+@pytest.mark.slow
 def test_totals_after_a_kill_and_resume_equal_an_uninterrupted_campaign(tmp_path: Path) -> None:
     """Real ``mpirun -n 2`` (two groups of one rank): the same 4 candidates (no migration, so
     the islands do not depend on timing) trained in one session, or killed after two and

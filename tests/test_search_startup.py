@@ -1,7 +1,9 @@
-"""How ``evogan search`` refuses what would fail every candidate, under real ``mpirun -n 2``
-(one group of 2 ranks): bad data or settings end every rank at start with one line and exit 2
-and leave no campaign directory; bad data met inside a training ends the campaign (never one
-candidate) on every rank without a hang; a resume never shrinks ``candidates``."""
+"""How ``evogan search`` refuses what would fail every candidate: bad data or settings end the
+command at start with one line and exit 2 and leave no campaign directory, and a resume never
+shrinks ``candidates`` (through the CLI's own ``main`` in this process, a world of one rank);
+under real ``mpirun -n 2`` (one group of 2 ranks) such a refusal, made on rank 0 alone, ends
+every rank, and bad data met inside a training ends the campaign (never one candidate) on every
+rank without a hang."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+from evogan.cli import main
 from evogan.config.base import validate
 from evogan.config.search import SearchConfig
 from evogan.data.synthetic import write_synthetic
@@ -44,13 +47,14 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _config(folder: Path, data_file: Path) -> Path:
+def _config(folder: Path, data_file: Path, ranks_per_group: int = 2) -> Path:
     """The tiny search on ``data_file``, 2 steps per candidate, in ``folder``."""
     raw = yaml.safe_load(TINY.read_text())
     raw["base"] = str(REPO / "configs" / "gan3d_tiny.yaml")
     raw["budget"] = {"kind": "steps", "amount": 2}
     raw["fitness"] = {"members": 1, "beta": 0.5, "test_events": 20, "energy_bins": 2}
     raw["data"] = {"files": [str(data_file)]}
+    raw["ranks_per_group"] = ranks_per_group
     path = folder / "search.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -67,6 +71,15 @@ def _search(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+def _search_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """``evogan search ARGS`` through the CLI's ``main`` in this process (one rank)."""
+    code = main(["search", *args])
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(
+        ["evogan", "search", *args], code, captured.out, captured.err
+    )
+
+
 def _one_error(result: subprocess.CompletedProcess[str]) -> str:
     """The one ``evogan: error:`` line of a job that exited 2."""
     assert result.returncode == 2, result.stderr[-3000:]
@@ -78,7 +91,6 @@ def _one_error(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     ("data_file", "setting", "expected"),
     [
-        ("nan_energy.h5", None, "nan_energy.h5: energy of event 0 is nan"),
         ("not_hdf5.txt", None, "not_hdf5.txt is not an HDF5 file"),
         ("five.h5", None, "the test split holds 1 event(s), fewer than the 8"),
         (
@@ -93,17 +105,33 @@ def _one_error(result: subprocess.CompletedProcess[str]) -> str:
     ],
 )
 def test_a_start_that_fails_leaves_no_campaign(
-    tmp_path: Path, data: Path, data_file: str, setting: str | None, expected: str
+    tmp_path: Path,
+    data: Path,
+    capsys: pytest.CaptureFixture[str],
+    data_file: str,
+    setting: str | None,
+    expected: str,
 ) -> None:
-    config = _config(tmp_path, data / data_file)
+    config = _config(tmp_path, data / data_file, ranks_per_group=1)
     out = tmp_path / "campaign"
     extra = ["--set", setting] if setting else []
-    line = _one_error(_search(str(config), "--run-dir", str(out), *extra))
+    line = _one_error(_search_here(capsys, str(config), "--run-dir", str(out), *extra))
     assert expected in line
     assert "--bins" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["search.yaml"]  # no dir, no temp file
 
 
+@pytest.mark.slow
+def test_a_start_refused_on_rank_0_ends_every_rank(tmp_path: Path, data: Path) -> None:
+    """The data are checked on rank 0 alone (event 0 is its share): its refusal must reach the
+    other rank, so that the job ends at once with rank 0's one line and no directory."""
+    config = _config(tmp_path, data / "nan_energy.h5")
+    line = _one_error(_search(str(config), "--run-dir", str(tmp_path / "campaign")))
+    assert "nan_energy.h5: energy of event 0 is nan" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["search.yaml"]
+
+
+@pytest.mark.slow
 def test_bad_cells_inside_training_end_every_rank(tmp_path: Path, data: Path) -> None:
     """Only the first rank reads the bad event: it must not make a failed candidate of it while
     its partner waits in the gradient all-reduce."""
@@ -112,15 +140,17 @@ def test_bad_cells_inside_training_end_every_rank(tmp_path: Path, data: Path) ->
     assert "nan_cells.h5: ECAL of event 0 holds NaN or inf" in line
 
 
-def test_resume_refuses_fewer_candidates_than_trained(tmp_path: Path, data: Path) -> None:
-    raw = yaml.safe_load(_config(tmp_path, data / "good.h5").read_text())
+def test_resume_refuses_fewer_candidates_than_trained(
+    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = yaml.safe_load(_config(tmp_path, data / "good.h5", ranks_per_group=1).read_text())
     config = resolve_base(validate(SearchConfig, raw, source="test"))
-    campaign = Campaign.create(config, 2, tmp_path / "campaign")
+    campaign = Campaign.create(config, 1, tmp_path / "campaign")
     for number in range(4):
         campaign.append("island-0", {"id": f"t{number:05d}", "status": "ok", "fitness": 1.0})
     stored = (campaign.path / "config.yaml").read_text()
     args = ["--resume", str(campaign.path), "--force", "--set", "candidates=2"]
-    line = _one_error(_search(*args))
+    line = _one_error(_search_here(capsys, *args))
     assert "candidates = 2 is not allowed" in line and "4 trained" in line
     assert (campaign.path / "config.yaml").read_text() == stored
 

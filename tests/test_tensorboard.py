@@ -1,5 +1,7 @@
 """TensorBoard events (``run.tensorboard: true``): read back with tensorboard's own reader, they
-hold the same numbers as metrics.jsonl for GA, island, RMSprop and GAN runs and search tables."""
+hold the same numbers as metrics.jsonl for GA, island, RMSprop and GAN runs and search tables.
+One-rank runs go through the CLI's ``main`` in this process; the island run under real
+``mpirun -n 2``."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ import numpy as np
 import pytest
 import yaml
 
+from evogan.cli import main
 from evogan.store import read_metrics
 from evogan.store.metrics import append_synced
-from tests.conftest import REPO, evogan, mpi_env, mpirun
+from tests.conftest import REPO, mpi_env, mpirun
 
 accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",
@@ -50,14 +53,14 @@ def tiny(tmp_path_factory) -> Path:
     return root
 
 
-def _run(tiny: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(tiny: Path, *args: str) -> None:
+    """``evogan ARGS`` through the CLI's ``main`` in this process (one rank)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVOGAN_CACHE_DIR", str(tiny / "cache"))
-        done = evogan(*args)
-    assert done.returncode == 0, done.stderr
-    return done
+        assert main(list(args)) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "kind", "scalar"), [("evolve", "generation", "best"), ("train", "step", "loss")]
 )
@@ -79,6 +82,7 @@ def test_regressor_run_events_hold_every_metrics_record(
         assert scalars["generation/evaluations"] == _expect(steps, kind, "evaluations")
 
 
+@pytest.mark.slow
 def test_island_run_writes_one_tensorboard_run_per_island(tiny: Path) -> None:
     run = tiny / "islands"
     with pytest.MonkeyPatch.context() as patch:
@@ -91,19 +95,18 @@ def test_island_run_writes_one_tensorboard_run_per_island(tiny: Path) -> None:
         assert _scalars(folder)["generation/best"] == _expect(records, "generation", "best")
 
 
+@pytest.mark.slow
 def test_gan_run_events_hold_the_losses(tiny: Path) -> None:
     run = tiny / "gan"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("EVOGAN_CACHE_DIR", str(tiny / "cache"))
-        done = evogan(
-            "train",
-            str(REPO / "configs" / "gan3d_tiny.yaml"),
-            "--run-dir",
-            str(run),
-            *("--set", "trainer.epochs=2", "--set", "trainer.steps_per_epoch=2"),
-            *("--set", "run.tensorboard=true"),
-        )
-    assert done.returncode == 0, done.stderr
+    _run(
+        tiny,
+        "train",
+        str(REPO / "configs" / "gan3d_tiny.yaml"),
+        "--run-dir",
+        str(run),
+        *("--set", "trainer.epochs=2", "--set", "trainer.steps_per_epoch=1"),
+        *("--set", "run.tensorboard=true"),
+    )
     epochs = read_metrics(run / "metrics.jsonl", "epoch")
     scalars = _scalars(run)
     assert scalars["epoch/d_loss"] == _expect(epochs, "epoch", "d_loss")
@@ -125,6 +128,7 @@ def test_search_table_rows_become_candidate_scalars(tmp_path: Path) -> None:
     assert scalars["candidate/genome/latent_size"] == [(0, 0.0), (1, 8.0), (2, 16.0)]
 
 
+@pytest.mark.slow
 def test_runs_without_the_key_write_no_events(tiny: Path) -> None:
     plain = {**TINY, "run": {"progress_every": 1000}, "ga": {"batch_size": 48, "epochs": 1}}
     (tiny / "plain.yaml").write_text(yaml.safe_dump(plain))
