@@ -109,6 +109,7 @@ def compared() -> dict:
     }
 
 
+@pytest.mark.slow
 def test_one_distribution_scores_near_chance_and_two_near_certainty(compared: dict) -> None:
     # 100 test showers a side: the AUC's standard error at 0.5 is sqrt(201 / (12 x 100^2)) =
     # 0.041, so 0.5 +- 0.15 is more than 3.5 sigma; a 60% wider shower is seen in every one.
@@ -125,6 +126,7 @@ def test_one_distribution_scores_near_chance_and_two_near_certainty(compared: di
     assert groups[1]["width_x"]["value"] > 5 * groups[0]["width_x"]["value"]
 
 
+@pytest.mark.slow
 def test_json_uses_the_challenge_names_with_errors_and_floors(compared: dict) -> None:
     report = json.loads(json.dumps(compared["wide"]))
     assert set(report["metrics"]) == set(METRICS)
@@ -138,6 +140,7 @@ def test_json_uses_the_challenge_names_with_errors_and_floors(compared: dict) ->
     assert report["floor_events"] == EVENTS // 2
 
 
+@pytest.mark.slow
 def test_the_table_sets_the_set_beside_the_published_results(compared: dict) -> None:
     report = {"calochallenge": {**compared["wide"], "detector": "calochallenge-2"}}
     table = calochallenge_table(report, "wide.h5")

@@ -205,12 +205,12 @@ def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path)
         f"evogan: stopped by a signal; resume with: evogan evolve --resume {run}"
     )
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
-    done = evogan("evolve", "--resume", str(run), "--set", "ga.epochs=10")
+    done = evogan("evolve", "--resume", str(run), "--set", "ga.epochs=4")
     assert done.returncode == 0, done.stderr
     assert "resumed" in done.stdout and (run / "summary.json").is_file()
     assert json.loads((run / "status.json").read_text())["status"] == FINISHED
     before = json.loads((run / "summary.json").read_text())
-    # the stop may come after epoch 10, and a stop on an epoch's last generation leaves that
+    # the stop may come after epoch 4, and a stop on an epoch's last generation leaves that
     # epoch's record to the resumed run: two more epochs always run new generations
     more = before["epochs"] + 2
     done = evogan("evolve", "--resume", str(run), "--set", f"ga.epochs={more}")
