@@ -161,7 +161,8 @@ def test_sync_runs_are_identical_and_survive_a_kill(config, two_islands, tmp_pat
     killed = tmp_path / "killed"
     slow = ["--slow-rank", "1", "--slow-seconds", "0.2"]  # 10 generations left take 2 s at least
     process = launch(2, [SCRIPT, str(config), str(killed), "--set", "migration.mode=sync", *slow])
-    wait_for(killed / "checkpoints/island-0001/gen-00000004.h5", process, timeout=40)
+    for island in (0, 1):  # a complete checkpoint of every island to resume from
+        wait_for(killed / f"checkpoints/island-{island:04d}/gen-00000004.h5", process, timeout=40)
     kill_job(process)
     assert not (killed / "summary.json").exists(), "the run ended before the kill"
     refused = evogan_mpi(2, ["evolve", "--resume", str(killed)])  # killed: no clean stop
