@@ -85,6 +85,7 @@ def test_cli_json_and_plot(synthetic_file, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p != png]  # no temporary left behind
 
 
+@pytest.mark.slow
 def test_cli_plot_writes_the_format_its_suffix_names(synthetic_file, tmp_path, capsys):
     """In process: test_cli_json_and_plot runs the command as a user does."""
     pdf, svg = tmp_path / "inspect.pdf", tmp_path / "inspect.svg"
