@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from evogan.cli import main
 from evogan.commands.validate_report import calochallenge_table
 from evogan.detectors import CartesianGrid, CylindricalBinning, Detector, LayerBins, detector_for
 from evogan.detectors.shipped import CLIC_MATERIALS, _par04_materials
@@ -25,7 +26,6 @@ from evogan.physics.calochallenge import (
 from evogan.physics.classifier import NetworkSetup, isotonic_calibration
 from evogan.physics.profiles import layer_profiles
 from evogan.plots.calochallenge import plot_calochallenge, plot_detector_profiles
-from tests.conftest import evogan
 
 SMALL = NetworkSetup(hidden=(32, 32), max_epochs=30, patience=3, batch_size=200)
 EVENTS = 500  # per side: the test part holds 100 of each
@@ -109,6 +109,7 @@ def compared() -> dict:
     }
 
 
+@pytest.mark.slow
 def test_one_distribution_scores_near_chance_and_two_near_certainty(compared: dict) -> None:
     # 100 test showers a side: the AUC's standard error at 0.5 is sqrt(201 / (12 x 100^2)) =
     # 0.041, so 0.5 +- 0.15 is more than 3.5 sigma; a 60% wider shower is seen in every one.
@@ -125,6 +126,7 @@ def test_one_distribution_scores_near_chance_and_two_near_certainty(compared: di
     assert groups[1]["width_x"]["value"] > 5 * groups[0]["width_x"]["value"]
 
 
+@pytest.mark.slow
 def test_json_uses_the_challenge_names_with_errors_and_floors(compared: dict) -> None:
     report = json.loads(json.dumps(compared["wide"]))
     assert set(report["metrics"]) == set(METRICS)
@@ -138,6 +140,7 @@ def test_json_uses_the_challenge_names_with_errors_and_floors(compared: dict) ->
     assert report["floor_events"] == EVENTS // 2
 
 
+@pytest.mark.slow
 def test_the_table_sets_the_set_beside_the_published_results(compared: dict) -> None:
     report = {"calochallenge": {**compared["wide"], "detector": "calochallenge-2"}}
     table = calochallenge_table(report, "wide.h5")
@@ -156,6 +159,7 @@ def test_the_table_sets_the_set_beside_the_published_results(compared: dict) -> 
     assert "published" not in calochallenge_table(photons, "wide.h5")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["calochallenge-2", "clic-ecal-25"])
 def test_figures_are_written_for_both_geometries(name: str, tmp_path: Path) -> None:
     detector = detector_for(name)
@@ -171,25 +175,29 @@ def test_figures_are_written_for_both_geometries(name: str, tmp_path: Path) -> N
         assert path.is_file() and path.stat().st_size > 20_000, path
 
 
-def test_validate_reports_the_set_on_clic_files(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_validate_reports_the_set_on_clic_files(tmp_path: Path, capsys) -> None:
     from evogan.data.synthetic import write_synthetic
 
     ref = write_synthetic(tmp_path / "ref.h5", 60, (10.0, 100.0), seed=1)
     gen = write_synthetic(tmp_path / "gen.h5", 60, (10.0, 100.0), seed=2)
     out = tmp_path / "out"
     args = ["validate", str(gen), str(ref), "--bins", "2", "--out", str(out)]
-    result = evogan(*args, "--format", "calochallenge")
-    assert result.returncode == 0, result.stderr
-    assert "CaloChallenge metric set, detector clic-ecal: 60 generated" in result.stdout
-    assert "AUC low" in result.stdout and "separation power" in result.stdout
+    assert main([*args, "--format", "calochallenge"]) == 0
+    shown = capsys.readouterr().out
+    assert "CaloChallenge metric set, detector clic-ecal: 60 generated" in shown
+    assert "AUC low" in shown and "separation power" in shown
     report = json.loads((out / "score.json").read_text())
     assert set(report["calochallenge"]["metrics"]) == set(METRICS)
     assert (out / "calochallenge.png").stat().st_size > 20_000
-    both = evogan(*args, "--format", "calochallenge", "--json")
-    assert both.returncode != 0 and "--json and --format calochallenge" in both.stderr
+    assert main([*args, "--format", "calochallenge", "--json"]) != 0
+    assert "--json and --format calochallenge" in capsys.readouterr().err
 
 
-def test_validate_a_generator_with_the_set_scores_the_showers_it_generated(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_validate_a_generator_with_the_set_scores_the_showers_it_generated(
+    tmp_path: Path, capsys
+) -> None:
     from evogan.data.synthetic import write_synthetic
     from tests.gan_fixtures import save_tiny_generator
 
@@ -198,9 +206,8 @@ def test_validate_a_generator_with_the_set_scores_the_showers_it_generated(tmp_p
     generator = save_tiny_generator(tmp_path / "g.h5", seed=1, trained_on=trained_on)
     out = tmp_path / "out"
     args = ["validate", str(generator), str(ref), "--bins", "2", "--out", str(out)]
-    result = evogan(*args, "--calochallenge", "--json")
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    assert main([*args, "--calochallenge", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert report["calochallenge"]["events"] == {"generated": 40, "reference": 40}
     assert (out / "calochallenge.png").stat().st_size > 20_000
 

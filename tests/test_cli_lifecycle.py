@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from evogan.cli import main
 from evogan.config.base import read_yaml
 from evogan.config.resume import check_resume_overrides, extending_keys, is_resume_safe
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR, ConfigError, EvoganError
@@ -152,21 +153,36 @@ def test_run_names_cannot_escape_the_run_root(tiny, tmp_path) -> None:
     assert not Path("/tmp/escaped-absolute").exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_file_where_a_run_directory_belongs_is_named_before_the_data_is_read(
-    tiny, tmp_path
+    tiny, tmp_path, capsys
 ) -> None:
+    """The first refusal in a process of its own, as a user meets it; the others through the
+    CLI's ``main`` in this process."""
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")
     started = evogan("evolve", str(tiny), "--run-dir", str(a_file))
     assert f"run directory {a_file} is a file, not a directory" in one_error(started)
     assert "data:" not in started.stdout and a_file.read_text() == "mine"
     for command in ("evolve", "train", "search"):
-        resumed = evogan(command, "--resume", str(a_file))
-        assert f"--resume: run directory {a_file} is a file" in one_error(resumed)
-    absent = evogan("report", str(tmp_path / "absent"), "--out", str(tmp_path / "report"))
-    assert f"campaign directory {tmp_path / 'absent'} is missing" in one_error(absent)
+        line = refused_in_process(capsys, command, "--resume", str(a_file))
+        assert f"--resume: run directory {a_file} is a file" in line, command
+    absent = ["report", str(tmp_path / "absent"), "--out", str(tmp_path / "report")]
+    line = refused_in_process(capsys, *absent)
+    assert f"campaign directory {tmp_path / 'absent'} is missing" in line
 
 
+def refused_in_process(capsys: pytest.CaptureFixture, *args: str) -> str:
+    """The single stderr line of a command that ``main`` refuses (exit 2, no traceback)."""
+    code = main(list(args))
+    err = capsys.readouterr().err
+    assert code == EXIT_USER_ERROR, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evogan: error: "), err
+    return lines[0]
+
+
+@pytest.mark.slow
 def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path) -> None:
     run = tmp_path / "run"
     first = launch(
@@ -177,9 +193,9 @@ def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path)
         "--set",
         "ga.epochs=2000",
         "--set",
-        "checkpoint.every=20",
+        "checkpoint.every=4",
     )
-    wait_until(lambda: (run / "checkpoints/island-0000/gen-00000020.h5").exists(), first)
+    wait_until(lambda: (run / "checkpoints/island-0000/gen-00000004.h5").exists(), first)
     line = one_error(evogan("evolve", "--resume", str(run)))
     assert f"run directory {run} is in use by pid {first.pid} on " in line
     first.send_signal(signal.SIGTERM)
@@ -189,12 +205,12 @@ def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path)
         f"evogan: stopped by a signal; resume with: evogan evolve --resume {run}"
     )
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
-    done = evogan("evolve", "--resume", str(run), "--set", "ga.epochs=10")
+    done = evogan("evolve", "--resume", str(run), "--set", "ga.epochs=4")
     assert done.returncode == 0, done.stderr
     assert "resumed" in done.stdout and (run / "summary.json").is_file()
     assert json.loads((run / "status.json").read_text())["status"] == FINISHED
     before = json.loads((run / "summary.json").read_text())
-    # the stop may come after epoch 10, and a stop on an epoch's last generation leaves that
+    # the stop may come after epoch 4, and a stop on an epoch's last generation leaves that
     # epoch's record to the resumed run: two more epochs always run new generations
     more = before["epochs"] + 2
     done = evogan("evolve", "--resume", str(run), "--set", f"ga.epochs={more}")
@@ -221,6 +237,7 @@ def test_sigterm_during_data_synth_leaves_no_temporary_file(tmp_path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_sigterm_while_the_default_data_set_is_generated_leaves_no_temporary_file(
     tiny, tmp_path
 ) -> None:
@@ -245,6 +262,7 @@ def test_sigterm_while_the_default_data_set_is_generated_leaves_no_temporary_fil
     assert not (tmp_path / "run").exists()  # stopped before the run was made
 
 
+@pytest.mark.slow
 def test_sigterm_stops_an_rmsprop_run_with_75_and_its_resume_is_refused(tiny, tmp_path) -> None:
     run = tmp_path / "run"
     process = launch("train", str(tiny), "--run-dir", str(run), "--set", "train.epochs=5000")
@@ -257,6 +275,7 @@ def test_sigterm_stops_an_rmsprop_run_with_75_and_its_resume_is_refused(tiny, tm
     assert "keep no checkpoints" in one_error(evogan("train", "--resume", str(run)))
 
 
+@pytest.mark.slow
 def test_a_reader_that_goes_away_does_not_end_the_run(tiny, tmp_path) -> None:
     """``evogan evolve ... | head -1``: the display is gone, the run is not."""
     run = tmp_path / "run"

@@ -23,6 +23,7 @@ from evogan.distributed.launcher import find_mpirun
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR
 from tests.conftest import (
     REPO,
+    evogan,
     launch,
     mpi_env,
     mpirun,
@@ -32,6 +33,10 @@ from tests.conftest import (
     write_config,
 )
 from tests.test_islands_mpi import SCRIPT, SYNC_LONG, TINY
+
+SYNC_SHORT = ["--set", "ga.epochs=6", "--set", "migration.mode=sync", "--set", "checkpoint.every=4"]
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -79,22 +84,50 @@ def paste(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return run_launched(line, env=mpi_env(), cwd=REPO, timeout=timeout)
 
 
-@pytest.mark.parametrize(
-    ("moment", "target"), [("first_generation", "ranks"), ("checkpoint", "mpirun")]
-)
-def test_a_stop_signal_stops_every_rank_and_the_printed_command_resumes(
-    tiny, tmp_path, moment, target
+def test_sigterm_to_every_rank_stops_the_run_and_the_printed_command_resumes(
+    tiny, tmp_path
 ) -> None:
-    """SIGTERM to every rank, as srun sends it, or SIGUSR1 to mpirun, which Open MPI passes on
-    to every rank as it is."""
+    """SIGTERM to every rank, as srun sends it, mid-run: every rank stops within seconds with
+    a checkpoint of the same generation on every island (sync mode), one line names the resume
+    command, a resume without mpirun is refused, and the printed command, pasted, completes
+    the run."""
+    run = tmp_path / "run"
+    args = ["-m", "evogan", "evolve", str(tiny), "--run-dir", str(run), *SYNC_SHORT]
+    process = launch(2, args)
+    wait_for(run / "checkpoints/island-0001/gen-00000004.h5", process)
+    started = time.monotonic()
+    terminate_ranks(process)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == EXIT_STOPPED, err
+    assert time.monotonic() - started < 10, "the ranks took too long to stop"
+    assert "stopped by SIGTERM" in out, out
+    command = f"mpirun -n 2 --oversubscribe evogan evolve --resume {run}"
+    assert evogan_lines(err) == [f"evogan: stopped by a signal; resume with: {command}"]
+    assert "Traceback" not in err and "MPI_ABORT" not in err
+    assert json.loads((run / "status.json").read_text())["status"] == "stopped"
+    last = [sorted((run / f"checkpoints/island-{i:04d}").glob("gen-*.h5"))[-1].name for i in (0, 1)]
+    assert last[0] == last[1], f"islands stopped at different generations: {last}"
+    assert not (run / "summary.json").exists()
+    refused = evogan("evolve", "--resume", str(run))
+    assert refused.returncode == EXIT_USER_ERROR, refused.stderr
+    assert "resume it with mpirun -n 2" in refused.stderr and "Traceback" not in refused.stderr
+    resumed = paste(command, timeout=90)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed" in resumed.stdout
+    assert json.loads((run / "summary.json").read_text())["generations"] == 6 * (240 // 32)
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+
+
+def test_sigusr1_to_mpirun_stops_every_rank_before_the_first_generation_ended(
+    tiny, tmp_path
+) -> None:
+    """SIGUSR1 to mpirun, which Open MPI passes on to every rank as it is, as soon as the run
+    exists: the stop the SIGTERM test resumes, reached through the launcher, with a
+    checkpoint on every island although no generation had ended."""
     run = tmp_path / "run"
     process = launch(2, ["-m", "evogan", "evolve", str(tiny), "--run-dir", str(run), *SYNC_LONG])
-    marker = "manifest.json" if moment == "first_generation" else "checkpoints/island-0001"
-    wait_for(run / marker, process)
-    if target == "ranks":
-        terminate_ranks(process)
-    else:
-        os.kill(process.pid, signal.SIGUSR1)
+    wait_for(run / "manifest.json", process)
+    os.kill(process.pid, signal.SIGUSR1)
     _, err = process.communicate(timeout=60)
     assert process.returncode == EXIT_STOPPED, err
     command = f"mpirun -n 2 --oversubscribe evogan evolve --resume {run}"
@@ -102,18 +135,14 @@ def test_a_stop_signal_stops_every_rank_and_the_printed_command_resumes(
     assert "Traceback" not in err and "MPI_ABORT" not in err
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
     for island in (0, 1):
-        assert list((run / f"checkpoints/island-{island:04d}").glob("gen-*.h5"))
-    resumed = paste(command, timeout=90)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resumed" in resumed.stdout
-    assert json.loads((run / "summary.json").read_text())["generations"] == 70
-    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+        assert list((run / f"checkpoints/island-{island:04d}").glob("gen-*.h5")), island
+    assert not (run / "summary.json").exists()
 
 
 def test_sigterm_stops_a_search_campaign_with_75_and_resume_completes(tiny, tmp_path) -> None:
     from tests.test_search_campaign import _config, _rows
 
-    config = _config(tmp_path, candidates=6, ranks_per_group=1)
+    config = _config(tmp_path, candidates=4, ranks_per_group=1)
     out = tmp_path / "campaign"
     process = launch(2, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
     deadline = time.monotonic() + 120
@@ -132,7 +161,7 @@ def test_sigterm_stops_a_search_campaign_with_75_and_resume_completes(tiny, tmp_
     resumed = mpirun(2, ["-m", "evogan", "search", "--resume", str(out)], timeout=180)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((out / "summary.json").read_text())["complete"]
-    assert len({row["id"] for row in _rows(out)}) == 6
+    assert len({row["id"] for row in _rows(out)}) == 4
 
 
 def test_ctrl_c_to_mpirun_leaves_a_run_that_resumes_without_force(tiny, tmp_path) -> None:
@@ -141,7 +170,7 @@ def test_ctrl_c_to_mpirun_leaves_a_run_that_resumes_without_force(tiny, tmp_path
     as it came, and the run resumes from its last checkpoint without --force."""
     run = tmp_path / "run"
     every = ["--set", "migration.mode=sync", "--set", "checkpoint.every=1"]
-    slow = ["--slow-rank", "0", "--slow-seconds", "2"]  # 2 s in each of rank 0's evaluations
+    slow = ["--slow-rank", "0", "--slow-seconds", "1"]  # 1 s in each of rank 0's evaluations
     process = launch(2, [SCRIPT, str(tiny), str(run), *every, *slow])
     for island in (1, 0):
         wait_for(run / f"checkpoints/island-{island:04d}/gen-00000001.h5", process)

@@ -55,6 +55,7 @@ def two_runs(tmp_path_factory):
     return root, ga.path, rmsprop.path
 
 
+@pytest.mark.slow
 def test_compare_writes_figures_and_table(two_runs) -> None:
     root, ga, rmsprop = two_runs
     out = root / "figures"
@@ -118,11 +119,11 @@ def gan_run(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_compare_draws_gan_losses_and_validation_score(gan_run: Path, tmp_path: Path) -> None:
     assert len(read_metrics(gan_run / "metrics.jsonl", "validation")) == 2
     out = tmp_path / "figures"
-    process = evogan("compare", str(gan_run), "--out", str(out))
-    assert process.returncode == 0, process.stderr
+    assert main(["compare", str(gan_run), "--out", str(out)]) == 0
     _figure(out / "gan_losses.png")
     _figure(out / "gan_validation.png")
     table = (out / "summary.md").read_text()
@@ -133,6 +134,7 @@ def test_compare_draws_gan_losses_and_validation_score(gan_run: Path, tmp_path: 
     assert f"| 2 | {best:.4g} |" in row
 
 
+@pytest.mark.slow
 def test_runs_of_one_name_are_told_apart_and_a_run_given_twice_is_refused(
     gan_run: Path, tmp_path: Path, capsys
 ) -> None:
@@ -154,53 +156,51 @@ def test_runs_of_one_name_are_told_apart_and_a_run_given_twice_is_refused(
     assert not never.exists()
 
 
-def test_compare_draws_a_gan_run_without_validation(gan_run: Path, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_compare_draws_a_gan_run_without_validation(gan_run: Path, tmp_path: Path, capsys) -> None:
     """A run trained without validate_every: the same run with its validation records gone."""
     plain = tmp_path / "plain"
     shutil.copytree(gan_run, plain)
     epochs = read_metrics(plain / "metrics.jsonl", "epoch")
     (plain / "metrics.jsonl").write_text("".join(to_json(r) + "\n" for r in epochs))
     out = tmp_path / "figures"
-    process = evogan("compare", str(plain), "--out", str(out))
-    assert process.returncode == 0, process.stderr
+    assert main(["compare", str(plain), "--out", str(out)]) == 0
     _figure(out / "gan_losses.png")
     assert not (out / "gan_validation.png").exists()
-    assert "no run has validation records yet" in process.stdout
+    assert "no run has validation records yet" in capsys.readouterr().out
     row = next(
         line for line in (out / "summary.md").read_text().splitlines() if "| plain |" in line
     )
     assert row.endswith("| 0 | - | - |")
 
 
-def test_report_refuses_a_training_run_in_one_line(two_runs) -> None:
+def test_report_refuses_a_training_run_in_one_line(two_runs, capsys) -> None:
     root, ga, _ = two_runs
     out = root / "report"
-    process = evogan("report", str(ga), "--out", str(out))
-    assert process.returncode == 2
-    assert process.stderr.strip().splitlines() == [
+    assert main(["report", str(ga), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"evogan: error: {ga} is a regressor run (evogan evolve / evogan train); evogan report "
         "draws search campaigns; use evogan compare for training runs"
     ]
     assert not out.exists()
 
 
-def test_compare_refuses_a_search_campaign_and_unknown_tasks(tmp_path: Path) -> None:
+def test_compare_refuses_a_search_campaign_and_unknown_tasks(tmp_path: Path, capsys) -> None:
     config = load_config(
         REPO / "configs" / "arch_search_tiny.yaml", [f"base={REPO / 'configs' / 'gan3d_tiny.yaml'}"]
     )
     campaign = Campaign.create(config, 1, tmp_path / "campaign").path
-    process = evogan("compare", str(campaign), "--out", str(tmp_path / "out"))
-    assert process.returncode == 2
-    assert process.stderr.strip().splitlines() == [
+    capsys.readouterr()
+    assert main(["compare", str(campaign), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"evogan: error: {campaign} is a search campaign (evogan search); evogan compare draws "
         "regressor runs and 3DGAN training runs; use evogan report for search campaigns"
     ]
     other = tmp_path / "other"
     other.mkdir()
     (other / "config.yaml").write_text("task: tuning\n")
-    process = evogan("compare", str(other), "--out", str(tmp_path / "out"))
-    assert process.returncode == 2
-    assert process.stderr.strip().splitlines() == [
+    assert main(["compare", str(other), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"evogan: error: {other} is a run of task 'tuning'; evogan compare draws regressor runs "
         "and 3DGAN training runs; use evogan report for search campaigns"
     ]

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from evogan.cli import main
 from evogan.data.synthetic import write_synthetic
 from evogan.errors import EXIT_USER_ERROR
 from evogan.physics.inspect import REFERENCE_EDGES_GEV, energy_edges, format_report, inspect_file
@@ -73,6 +74,7 @@ def test_fixture_layout_with_empty_bins(tmp_path):
     assert "-" in format_report(report)
 
 
+@pytest.mark.slow
 def test_cli_json_and_plot(synthetic_file, tmp_path):
     png = tmp_path / "inspect.png"
     result = evogan("data", "inspect", str(synthetic_file), "--json", "--plot", str(png))
@@ -83,16 +85,18 @@ def test_cli_json_and_plot(synthetic_file, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p != png]  # no temporary left behind
 
 
-def test_cli_plot_writes_the_format_its_suffix_names(synthetic_file, tmp_path):
+@pytest.mark.slow
+def test_cli_plot_writes_the_format_its_suffix_names(synthetic_file, tmp_path, capsys):
+    """In process: test_cli_json_and_plot runs the command as a user does."""
     pdf, svg = tmp_path / "inspect.pdf", tmp_path / "inspect.svg"
     for figure in (pdf, svg):
-        result = evogan("data", "inspect", str(synthetic_file), "--plot", str(figure))
-        assert result.returncode == 0, result.stderr
+        assert main(["data", "inspect", str(synthetic_file), "--plot", str(figure)]) == 0
     assert pdf.read_bytes()[:5] == b"%PDF-"
     assert b"<svg" in svg.read_bytes()[:1000]
-    result = evogan("data", "inspect", str(synthetic_file), "--plot", str(tmp_path / "a.h5"))
-    assert result.returncode == EXIT_USER_ERROR
-    assert result.stderr.splitlines() == [
+    capsys.readouterr()
+    code = main(["data", "inspect", str(synthetic_file), "--plot", str(tmp_path / "a.h5")])
+    assert code == EXIT_USER_ERROR
+    assert capsys.readouterr().err.splitlines() == [
         f"evogan: error: figure {tmp_path / 'a.h5'}: the suffix 'h5' names no figure format; "
         "use .png, .pdf, .svg or another format matplotlib writes"
     ]

@@ -15,7 +15,7 @@ from evogan.errors import DataError
 from evogan.physics import WORST_SCORE, Reference
 from evogan.physics.distortions import SINGLE, SUITE
 
-EVENTS = 300
+EVENTS = 200
 THRESHOLD = DataConfig().cell_threshold  # as the data are read
 
 
@@ -51,6 +51,7 @@ def _score(world: dict, distortion) -> float:
     return result.score
 
 
+@pytest.mark.slow
 def test_independent_sample_scores_at_the_floor(world: dict) -> None:
     floor = world["floor"]
     assert 0 < floor["score"] < 1 and floor["spread"] > 0 and len(floor["splits"]) == 6
@@ -62,6 +63,7 @@ def test_independent_sample_scores_at_the_floor(world: dict) -> None:
     assert world["independent"].metrics["classifier_auc"]["value"] < 0.6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(SUITE))
 def test_distortions_score_worse_than_the_floor_and_grow_with_strength(
     world: dict, kind: str
@@ -71,6 +73,7 @@ def test_distortions_score_worse_than_the_floor_and_grow_with_strength(
     assert large > small, (kind, small, large)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(SINGLE))
 def test_fluctuation_free_and_empty_showers_score_worse_than_the_floor(
     world: dict, kind: str
@@ -78,6 +81,7 @@ def test_fluctuation_free_and_empty_showers_score_worse_than_the_floor(
     assert _score(world, SINGLE[kind]) > world["clearly"]
 
 
+@pytest.mark.slow
 def test_too_little_and_too_much_energy_are_penalised_alike(world: dict) -> None:
     low, high = (_score(world, d) for _name, d in SUITE["energy low"])
     up, way_up = (_score(world, d) for _name, d in SUITE["energy high"])
@@ -86,6 +90,7 @@ def test_too_little_and_too_much_energy_are_penalised_alike(world: dict) -> None
     assert nearly_empty > high  # no cap that lets a near-empty generator hide
 
 
+@pytest.mark.slow
 def test_empty_and_non_finite_showers_are_worst_class_and_finite(world: dict) -> None:
     ecal, energy = world["sample"]
     reference = world["reference"]
@@ -103,6 +108,7 @@ def test_empty_and_non_finite_showers_are_worst_class_and_finite(world: dict) ->
     assert result.to_json()["metrics"]["bad_fraction"]["value"] == pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_score_does_not_depend_on_the_window_origin(world: dict) -> None:
     ecal, energy = world["sample"]
     ref_ecal, ref_energy = world["ref"]
@@ -124,6 +130,7 @@ def test_score_does_not_depend_on_the_window_origin(world: dict) -> None:
     assert result.score == pytest.approx(world["independent"].score, abs=5e-4)
 
 
+@pytest.mark.slow
 def test_reference_must_be_clean_and_large_enough(world: dict) -> None:
     ref_ecal, ref_energy = world["ref"]
     dirty = ref_ecal[:20].copy()
@@ -156,18 +163,19 @@ def test_a_generator_that_ignores_its_angle_label_scores_worst_class() -> None:
     # Shuffled angles keep the measured angles' distribution (scored 0.16-0.22 against a
     # floor of 0.42 before the angle error was a feature); their error against the true angle
     # is what gives them away.
-    ref_ecal, ref_energy, ref_theta = _inclined(100, 150, False)
+    ref_ecal, ref_energy, ref_theta = _inclined(100, 100, False)
     reference = Reference.from_showers(
         ref_ecal, ref_energy, cell_threshold=THRESHOLD, bins=2, theta=ref_theta
     )
     floor = reference.floor()
-    right = reference.score(*_inclined(1, 150, False))
-    shuffled = reference.score(*_inclined(1, 150, True))
+    right = reference.score(*_inclined(1, 100, False))
+    shuffled = reference.score(*_inclined(1, 100, True))
     assert right.score < 2 * floor["score"]
     assert shuffled.score > floor["score"] + 10 * floor["spread"]
     assert shuffled.worst_features[0][0] == "angle_error_deg"
 
 
+@pytest.mark.slow
 def test_sub_threshold_dust_scores_the_same_raw_as_read_from_a_file(world: dict, tmp_path) -> None:
     """A generator's final activation leaves dust below the cell threshold, which a file loses
     as it is read. 1e-7 GeV in 5% of the empty cells (about 0.02% of the energy) once scored
@@ -195,6 +203,7 @@ def test_sub_threshold_dust_scores_the_same_raw_as_read_from_a_file(world: dict,
     np.testing.assert_array_equal(dusty, kept)
 
 
+@pytest.mark.slow
 def test_features_of_another_cell_threshold_are_refused(world: dict) -> None:
     from evogan.physics.features import shower_features
 

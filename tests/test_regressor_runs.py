@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from evogan.cli import main
 from evogan.config import load_config
 from evogan.data.transforms import load_regressor_data
 from evogan.regressor.data import mape
@@ -44,11 +45,18 @@ SUMMARY_KEYS = {
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """A GA run, its repetition with the same seed, and an RMSprop run (one cache)."""
+def tiny_config(tmp_path_factory) -> tuple[Path, Path]:
+    """A folder with the tiny config in it, and the data cache beside it."""
     root = tmp_path_factory.mktemp("regressor_runs")
     config = root / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY))
+    return root, config
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_config):
+    """A GA run, its repetition with the same seed, and an RMSprop run (one cache)."""
+    root, config = tiny_config
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
         done = {
@@ -61,6 +69,7 @@ def runs(tmp_path_factory):
         yield root, config, done
 
 
+@pytest.mark.slow
 def test_ga_run_writes_a_complete_run_directory(runs) -> None:
     root, _, done = runs
     run = root / "ga"
@@ -98,6 +107,7 @@ def test_ga_run_writes_a_complete_run_directory(runs) -> None:
     assert f"ga: test MAPE {100 * summary['test_mape']:.2f}% after" in done["ga"].stdout
 
 
+@pytest.mark.slow
 def test_saved_model_is_the_best_individual(runs) -> None:
     root, config, _ = runs
     summary = json.loads((root / "ga" / "summary.json").read_text())
@@ -129,6 +139,7 @@ def low_energy_check(*args: str, cache: Path) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow
 def test_low_energy_check_scores_each_saved_model_on_fresh_showers(runs, tmp_path) -> None:
     root, config, _ = runs
     out = tmp_path / "low.json"
@@ -161,6 +172,7 @@ def test_low_energy_check_scores_each_saved_model_on_fresh_showers(runs, tmp_pat
     assert scores[0]["relative_error"] != scores[1]["relative_error"]
 
 
+@pytest.mark.slow
 def test_low_energy_check_refuses_a_directory_without_a_model(tmp_path) -> None:
     done = low_energy_check(str(tmp_path), cache=tmp_path / "cache")
     assert done.returncode == 2
@@ -168,6 +180,7 @@ def test_low_energy_check_refuses_a_directory_without_a_model(tmp_path) -> None:
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_runs(runs) -> None:
     root, _, _ = runs
     first = read_metrics(root / "ga" / "metrics.jsonl")
@@ -178,6 +191,7 @@ def test_same_seed_gives_identical_runs(runs) -> None:
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_rmsprop_reduces_the_loss_on_a_tiny_set(runs) -> None:
     root, _, done = runs
     summary = json.loads((root / "rmsprop" / "summary.json").read_text())
@@ -193,6 +207,7 @@ def test_rmsprop_reduces_the_loss_on_a_tiny_set(runs) -> None:
     assert summary["generations"] == 4 * (240 // 32)
 
 
+@pytest.mark.slow
 def test_hybrid_strategy_runs_and_reports_gradient_steps(runs) -> None:
     root, config, _ = runs
     with pytest.MonkeyPatch.context() as patch:
@@ -247,6 +262,7 @@ def _resumed_at_generation_10(root: Path, config: Path, overrides: list[str], na
     return untimed_metrics[0], resumed
 
 
+@pytest.mark.slow
 def test_adaptive_ga_resumed_mid_epoch_ends_bit_identical(runs) -> None:
     root, config, _ = runs
     metrics, _ = _resumed_at_generation_10(root, config, ADAPTIVE, "adaptive")
@@ -254,6 +270,7 @@ def test_adaptive_ga_resumed_mid_epoch_ends_bit_identical(runs) -> None:
     assert len(powers) > 1  # the step size did adapt
 
 
+@pytest.mark.slow
 def test_hybrid_resumed_with_trained_weights_waiting_ends_bit_identical(runs) -> None:
     root, config, _ = runs
     _, resumed = _resumed_at_generation_10(root, config, COMPETING_HYBRID, "compete")
@@ -262,6 +279,7 @@ def test_hybrid_resumed_with_trained_weights_waiting_ends_bit_identical(runs) ->
     assert meta["wall_seconds"] >= meta["train_seconds"] > 0  # a resume's clock goes on from it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("readout", ["random", "least_squares"])
 def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs, readout) -> None:
     """Noise-aware acceptance keeps the old elite although a child won on the minibatch: the
@@ -305,17 +323,22 @@ def test_adaptive_islands_sending_lineages_equal_islands_sending_weights(runs, r
         ("ga.initial_parents=10000000000000", "ga.initial_parents = 10,000,000,000,000 ("),
     ],
 )
-def test_impossible_settings_fail_in_one_line_before_any_work(runs, override, message) -> None:
-    root, config, _ = runs
+def test_impossible_settings_fail_in_one_line_before_any_work(
+    tiny_config, override, message, capsys
+) -> None:
+    """In process, as the CLI's ``main`` runs them: test_train_refuses_a_config_without_a_trainer
+    runs a refusal in a process of its own."""
+    root, config = tiny_config
     target = root / f"bad-{override.replace('=', '-')}"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
-        process = evogan("evolve", str(config), "--set", override, "--run-dir", str(target))
-    assert process.returncode == 2
-    lines = process.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evogan: error:"), process.stderr
+        code = main(["evolve", str(config), "--set", override, "--run-dir", str(target)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evogan: error:"), err
     assert message in lines[0]
-    assert "Traceback" not in process.stdout + process.stderr
+    assert "Traceback" not in out + err
     assert not target.exists()
 
 

@@ -32,7 +32,7 @@ from evogan.search.scoring import SCORE_SEED, Scorer
 from evogan.seeding import torch_generator
 from tests.gan_fixtures import REPO, TINY, save_tiny_generator
 
-EVENTS, BINS = 120, 3
+EVENTS, BINS = 60, 3
 
 
 def _showers(path: Path, events: int, seed: int) -> Path:
@@ -78,6 +78,7 @@ def _scored_from_a_file(showers: np.ndarray, ref: Path, seed: int, tmp_path: Pat
     return scorer.score(read.ecal, read.energy, read.theta).score
 
 
+@pytest.mark.slow
 def test_the_same_showers_score_alike_through_every_path(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -47,6 +47,7 @@ def _write(path: Path, energy: np.ndarray, shape=(51, 51, 25), empty: int = -1) 
     return path
 
 
+@pytest.mark.slow
 def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = evogan(
@@ -86,27 +87,19 @@ def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_
         assert image[..., :3].std() > 0.05, png  # drawn, not blank
 
 
-def test_run_directory_ensemble_counts_each_generator_once(files: dict, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_run_directory_ensemble_counts_each_generator_once(
+    files: dict, tmp_path: Path, capsys
+) -> None:
     run = tmp_path / "run"  # laid out as a data-parallel gan3d run: best = copy of rank 0
     (run / "generators").mkdir(parents=True)
     (run / "config.yaml").write_text("task: gan3d\ndata: {}\n")
     shutil.copy(files["g1"], run / "generators" / "rank-00000.h5")
     shutil.copy(files["g2"], run / "generators" / "rank-00001.h5")
     shutil.copy(files["g1"], run / "best_model.h5")
-    result = evogan(
-        "validate",
-        str(run),
-        str(files["ref"]),
-        "--events",
-        "60",
-        "--bins",
-        "3",
-        "--ensemble",
-        str(run),
-        "--beta",
-        "0.5",
-    )
-    assert result.returncode == 0, result.stderr
+    args = [str(run), str(files["ref"]), "--events", "60", "--bins", "3"]
+    assert main(["validate", *args, "--ensemble", str(run), "--beta", "0.5"]) == 0
+    shown = capsys.readouterr().out
     report = json.loads((run / "validation" / "score.json").read_text())
     ensemble = report["ensemble"]
     identical, beyond = report["notes"]
@@ -115,7 +108,7 @@ def test_run_directory_ensemble_counts_each_generator_once(files: dict, tmp_path
         "beyond the 40-60 GeV this generator was trained on: showers outside that range are "
         "extrapolations"
     )
-    assert f"note: {beyond}" in result.stdout
+    assert f"note: {beyond}" in shown
     assert ensemble["models"] == [
         str(run / "best_model.h5"),
         str(run / "generators" / "rank-00001.h5"),
@@ -123,8 +116,8 @@ def test_run_directory_ensemble_counts_each_generator_once(files: dict, tmp_path
     scores = np.array(ensemble["member_scores"])
     assert report["score"] == pytest.approx(scores.mean() + 0.5 * scores.std())
     assert report["score"] > report["floor"]["score"] + 3 * report["floor"]["spread"]
-    assert "ensemble of 2" in result.stdout and "byte-identical" in result.stdout
-    assert f"scoring {run / 'best_model.h5'}" in result.stdout
+    assert "ensemble of 2" in shown and "byte-identical" in shown
+    assert f"scoring {run / 'best_model.h5'}" in shown
 
 
 def _refused(capsys, *args: str) -> str:
@@ -225,6 +218,7 @@ def test_a_search_campaign_is_refused_naming_its_best_generator(files: dict, tmp
     assert not Path(out).exists()
 
 
+@pytest.mark.slow
 def test_a_directory_of_several_runs_is_refused_as_one_and_taken_as_an_ensemble(
     files: dict, tmp_path: Path, capsys
 ):
@@ -239,36 +233,26 @@ def test_a_directory_of_several_runs_is_refused_as_one_and_taken_as_an_ensemble(
     assert f"{candidate} holds the generators of 2 runs (member-0, member-1); pass one" in err
     assert f"or all as --ensemble {candidate}" in err
     args = [str(files["g1"]), str(files["ref"]), "--ensemble", str(candidate), "--out", str(out)]
-    assert main(["validate", *args, "--events", "60", "--bins", "3", "--json"]) == 0
+    assert main(["validate", *args, "--events", "24", "--bins", "2", "--json"]) == 0
     ensemble = json.loads(capsys.readouterr().out)["ensemble"]
     assert ensemble["models"] == [str(files["g1"]), str(candidate / "member-1" / "best_model.h5")]
 
 
-def test_narrower_generated_energies_warn_and_still_score(files: dict, tmp_path: Path, capsys):
-    narrow = _write(tmp_path / "narrow.h5", np.linspace(10.0, 40.0, 30))
-    code = main(
-        [
-            "validate",
-            str(narrow),
-            str(files["ref"]),
-            "--bins",
-            "3",
-            "--json",
-            "--out",
-            str(tmp_path / "v"),
-        ]
-    )
+@pytest.mark.slow
+def test_a_window_no_detector_has_scores_warns_of_narrower_energies_and_refuses_the_set(
+    tmp_path: Path, capsys
+) -> None:
+    """One validate of shower files on a 49x49x25 window: the score needs no detector, and
+    generated energies narrower than the reference's are warned of and still scored; the
+    CaloChallenge set, which needs a detector, is refused."""
+    ref = _write(tmp_path / "ref.h5", np.linspace(20.0, 80.0, 16), shape=(49, 49, 25))
+    narrow = _write(tmp_path / "narrow.h5", np.linspace(20.0, 40.0, 12), shape=(49, 49, 25))
+    two = ["--bins", "2"]
+    code = main(["validate", str(narrow), str(ref), *two, "--json", "--out", str(tmp_path / "v")])
     captured = capsys.readouterr()
-    assert code == 0
-    assert "warning: generated energies 10-40 GeV cover less than the reference's" in captured.err
-    assert math.isfinite(json.loads(captured.out)["score"])
-
-
-def test_calochallenge_set_on_a_window_no_detector_has_is_refused(tmp_path: Path, capsys) -> None:
-    energy = np.linspace(20.0, 80.0, 40)
-    ref = _write(tmp_path / "ref.h5", energy, shape=(49, 49, 25))
-    gen = _write(tmp_path / "gen.h5", energy, shape=(49, 49, 25))
-    assert main(["validate", str(gen), str(ref)]) == 0  # the score alone needs no detector
-    capsys.readouterr()
-    err = _refused(capsys, str(gen), str(ref), "--calochallenge")
+    assert code == 0, captured.err
+    warning = "warning: generated energies 20-40 GeV cover less than the reference's"
+    assert warning in captured.err, captured.err
+    assert math.isfinite(json.loads(captured.out)["score"]), captured.out
+    err = _refused(capsys, str(narrow), str(ref), *two, "--calochallenge")
     assert "(49, 49, 25)" in err and "data.detector" in err
