@@ -11,6 +11,7 @@ from evogan.cli import main
 from evogan.config import load_config
 from evogan.gan3d.training.lr_decay import lr_factor
 from evogan.store import load_weights
+from tests.gan_fixtures import one_thread
 
 CONFIG = "configs/gan3d_tiny.yaml"
 DECAYED = ["--set", "trainer.steps_per_epoch=4", "--set", "trainer.lr_decay_from=0.5"]
@@ -29,11 +30,11 @@ def test_the_factor_is_one_then_falls_linearly_without_reaching_zero() -> None:
 def test_a_training_ends_at_its_last_steps_rates_and_refuses_a_longer_resume(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``evogan train`` in this process, then its resume."""
+    """``evogan train`` in this process (on one thread, as a launched one), then its resume."""
     run = tmp_path / "run"
-    assert (
-        main(["train", CONFIG, *DECAYED, "--set", "trainer.epochs=2", "--run-dir", str(run)]) == 0
-    )
+    train = ["train", CONFIG, *DECAYED, "--set", "trainer.epochs=2", "--run-dir", str(run)]
+    with one_thread():
+        assert main(train) == 0
     spec = load_config(Path(CONFIG)).spec
     (checkpoint,) = (run / "checkpoints").iterdir()
     _, meta = load_weights(checkpoint)

@@ -21,7 +21,7 @@ from evogan.gan3d.training.trainer import train_gan3d
 from evogan.store import load_weights, read_metrics
 
 from .conftest import TINY_GAN, TINY_GAN_SIZE, launch, mpirun, wait_for
-from .gan_fixtures import assert_same_weights
+from .gan_fixtures import assert_same_weights, one_thread
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
@@ -175,7 +175,8 @@ def test_timed_checkpoints_and_validations_and_a_stop_in_the_first_step(tmp_path
     timed = ["--set", "checkpoint.every_seconds=0.001", "--set", "trainer.epochs=1"]
     timed += ["--set", "trainer.steps_per_epoch=2", "--set", "trainer.validate_every_seconds=0.001"]
     timed += ["--set", "trainer.validation_events=24", "--set", "trainer.standing_batches=0"]
-    assert main(["train", CONFIG, "--run-dir", str(run), *timed]) == 0  # in this process
+    with one_thread():  # in this process, as a launched training runs
+        assert main(["train", CONFIG, "--run-dir", str(run), *timed]) == 0
     marker = json.loads((run / "checkpoint.json").read_text())
     assert marker["serial"] == 3 and (marker["epoch"], marker["step"]) == (1, 0)  # 2 timed + end
     assert len(list((run / "checkpoints").iterdir())) == 1

@@ -16,6 +16,7 @@ from evogan.errors import RunStopped
 from evogan.gan3d import GanTrainer
 from evogan.gan3d.training import epoch_loop
 from evogan.store import load_weights, read_metrics
+from tests.gan_fixtures import one_thread
 
 CONFIG = "configs/gan3d_tiny.yaml"
 
@@ -24,12 +25,14 @@ CONFIG = "configs/gan3d_tiny.yaml"
 def test_validation_during_training_scores_logs_and_keeps_the_best(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``evogan train`` in this process, twice: validated, and not."""
+    """``evogan train`` in this process (on one thread, as a launched one), twice: validated,
+    and not."""
     run = tmp_path / "run"
     size = ["--set", "trainer.epochs=3", "--set", "trainer.steps_per_epoch=2"]
     validation = ["--set", "trainer.validate_every=1", "--set", "trainer.validation_events=24"]
     validation += ["--set", "trainer.standing_batches=4"]  # 100 by default: seconds on a CPU
-    assert main(["train", CONFIG, "--run-dir", str(run), *size, *validation]) == 0
+    with one_thread():
+        assert main(["train", CONFIG, "--run-dir", str(run), *size, *validation]) == 0
     said = capsys.readouterr().out
     records = read_metrics(run / "metrics.jsonl", "validation")
     assert [(r["epoch"], r["step"]) for r in records] == [(1, 2), (2, 4), (3, 6)]
@@ -51,7 +54,8 @@ def test_validation_during_training_scores_logs_and_keeps_the_best(
     # Validating does not disturb training: the same run without it ends with the same weights;
     # only the saved batch-norm statistics differ (standing statistics, trainer.standing_batches).
     plain = tmp_path / "plain"
-    assert main(["train", CONFIG, "--run-dir", str(plain), *size]) == 0
+    with one_thread():
+        assert main(["train", CONFIG, "--run-dir", str(plain), *size]) == 0
     expected, _ = load_weights(plain / "last_model.h5")
     means = [k for k in expected if k.endswith("running_mean")]
     assert means and all(not last[k].equal(expected[k]) for k in means)
