@@ -34,7 +34,7 @@ from evogan.gan3d.model.shower_graph import graph_inputs
 from evogan.gan3d.model.spec import GanSpec, load_spec
 from evogan.gan3d.training.run_models import pick_generator
 from tests.conftest import REPO, mpi_env
-from tests.gan_fixtures import write_showers
+from tests.gan_fixtures import one_thread, write_showers
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -70,7 +70,8 @@ def clic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("clic")
     _train(CLIC, root / "stopped", 2, 1, 1)
     shutil.copytree(root / "stopped", root / "finished")
-    assert main(["train", "--resume", str(root / "finished")]) == 0
+    with one_thread():  # in this process, as a launched training runs
+        assert main(["train", "--resume", str(root / "finished")]) == 0
     return {"stopped": root / "stopped", "finished": root / "finished"}
 
 
