@@ -10,7 +10,7 @@ import pytest
 
 from .conftest import mpirun
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
 
 STEPS = 10

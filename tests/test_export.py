@@ -33,8 +33,8 @@ from evogan.gan3d.model.onnx_file import read_metadata
 from evogan.gan3d.model.shower_graph import graph_inputs
 from evogan.gan3d.model.spec import GanSpec, load_spec
 from evogan.gan3d.training.run_models import pick_generator
-from tests.conftest import REPO, evogan, mpi_env
-from tests.gan_fixtures import write_showers
+from tests.conftest import REPO, mpi_env
+from tests.gan_fixtures import one_thread, write_showers
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -70,8 +70,8 @@ def clic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("clic")
     _train(CLIC, root / "stopped", 2, 1, 1)
     shutil.copytree(root / "stopped", root / "finished")
-    done = evogan("train", "--resume", str(root / "finished"))
-    assert done.returncode == 0, done.stderr[-3000:]
+    with one_thread():  # in this process, as a launched training runs
+        assert main(["train", "--resume", str(root / "finished")]) == 0
     return {"stopped": root / "stopped", "finished": root / "finished"}
 
 
@@ -173,6 +173,7 @@ def _generated(run: Path, out: Path, events: int, seed: int) -> dict[str, np.nda
         return {key: handle[key][:] for key in handle}
 
 
+@pytest.mark.slow
 def test_a_finished_runs_best_model_runs_in_onnx_runtime_as_generate_writes_it(
     clic_onnx: Exported, tmp_path: Path, capsys
 ) -> None:
@@ -199,6 +200,7 @@ def test_a_finished_runs_best_model_runs_in_onnx_runtime_as_generate_writes_it(
     assert json.loads(meta["generator_meta"])["epochs"] == 1
 
 
+@pytest.mark.slow
 def test_a_stopped_run_exports_its_best_model_and_says_so(
     cc2_onnx: Exported, tmp_path: Path, capsys
 ) -> None:
@@ -221,6 +223,7 @@ def test_a_stopped_run_exports_its_best_model_and_says_so(
     _assert_close(_run(out, feed), written["showers"])  # MeV rows in the CaloChallenge order
 
 
+@pytest.mark.slow
 def test_a_stopped_runs_last_model_is_its_last_checkpoint(
     cc2: Path, tmp_path: Path, capsys
 ) -> None:
@@ -243,6 +246,7 @@ def test_a_stopped_runs_last_model_is_its_last_checkpoint(
     assert any(not v.equal(best[k]) for k, v in picked.generator.state_dict().items())
 
 
+@pytest.mark.slow
 def test_a_run_without_a_best_model_exports_its_last_checkpoint_saying_so(
     clic: dict[str, Path], tmp_path: Path, capsys
 ) -> None:
@@ -291,6 +295,7 @@ def test_per_cell_noise_blocks_become_inputs_drawn_in_generates_order(
     assert read_metadata(out)["model"] == "file"
 
 
+@pytest.mark.slow
 def test_bad_exports_are_one_line_and_write_nothing(
     clic: dict[str, Path], tmp_path: Path, capsys, monkeypatch
 ) -> None:
@@ -331,6 +336,7 @@ def test_bad_exports_are_one_line_and_write_nothing(
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_deploy_page_snippet_runs_on_exported_files(
     clic_onnx: Exported, cc2_onnx: Exported, tmp_path: Path, monkeypatch
 ) -> None:

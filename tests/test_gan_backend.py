@@ -12,6 +12,7 @@ few units in the last place, so after a few SGD steps the weights agree to 1e-6 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 import torch
 from mpi4py import MPI
 
+from evogan.cli import main
 from evogan.config import load_config
 from evogan.config.trainer import TrainerConfig
 from evogan.distributed.cuda_aware import mpi_cuda_aware
@@ -27,7 +29,7 @@ from evogan.errors import ConfigError, EvoganError
 from evogan.gan3d.training.setup import choose_ring_buffers, rank_backend
 from evogan.store import load_weights, read_metrics
 
-from .conftest import TINY_GAN, TINY_GAN_SIZE, evogan, mpirun
+from .conftest import TINY_GAN, TINY_GAN_SIZE, mpirun
 
 SCRIPT, CONFIG = TINY_GAN
 SIZE = TINY_GAN_SIZE
@@ -50,24 +52,25 @@ def _losses(run: Path) -> list[list[float]]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, tiny_gan_run: Path) -> dict[str, Path]:
-    """2-rank tiny-spec trainings: MPI (shared), gloo, MPI overlapped with backward, and gloo
-    stopped by SIGTERM on rank 1 after its 4th step (epoch 2, step 1)."""
+    """2-rank tiny-spec trainings: MPI (shared), MPI overlapped with backward, and gloo
+    stopped by SIGTERM on rank 1 after its 4th step (epoch 2, step 1), then resumed through
+    the CLI ("gloo"; "stopped": a copy of it before the resume)."""
     root = tmp_path_factory.mktemp("gan-backend")
     overlap = ["--set", "trainer.backend=mpi", "--set", "trainer.overlap=true"]
-    for name, extra in (
-        ("gloo", GLOO),
-        ("mpi-overlap", overlap),
-    ):
-        done = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / name), *SIZE, *extra])
-        assert done.returncode == 0, done.stderr[-3000:]
+    done = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "mpi-overlap"), *SIZE, *overlap])
+    assert done.returncode == 0, done.stderr[-3000:]
     signal = ["--signal-rank", "1", "--signal-step", "4"]
-    stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "stopped"), *SIZE, *GLOO, *signal])
+    stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(root / "gloo"), *SIZE, *GLOO, *signal])
     assert stopped.returncode == 75, stopped.stderr[-3000:]
+    shutil.copytree(root / "gloo", root / "stopped")
+    done = mpirun(2, ["-m", "evogan", "train", "--resume", str(root / "gloo")])
+    assert done.returncode == 0, done.stderr[-3000:]
     names = ("gloo", "mpi-overlap", "stopped")
     return {"mpi": tiny_gan_run, **{name: root / name for name in names}}
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_overlapped_mpi_at_two_ranks_gives_the_weights_of_the_blocking_path(
     runs: dict[str, Path],
 ) -> None:
@@ -81,32 +84,39 @@ def test_overlapped_mpi_at_two_ranks_gives_the_weights_of_the_blocking_path(
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_gloo_at_two_ranks_gives_the_weights_of_the_mpi_path(runs: dict[str, Path]) -> None:
+    """The gloo run, stopped and resumed on the way (the next test), ends with the MPI run's
+    weights and losses."""
     _same_weights(runs["gloo"], runs["mpi"])
     assert _losses(runs["gloo"]) == _losses(runs["mpi"])
     manifests = [json.loads((runs[k] / "manifest.json").read_text()) for k in ("mpi", "gloo")]
     assert [m["backend"] for m in manifests] == ["mpi", "gloo"]
     gloo, mpi = (json.loads((runs[k] / "summary.json").read_text()) for k in ("gloo", "mpi"))
     nets = ("generator", "discriminator")
-    calls = [[r[net]["calls"] for net in nets] for r in gloo["exchange"]]
+    calls = [[r[net]["calls"] for net in nets] for r in mpi["exchange"]]
     assert calls == [[12, 6], [12, 6]]  # 6 steps: 2 generator updates, 1 discriminator update
-    assert calls == [[r[net]["calls"] for net in nets] for r in mpi["exchange"]]
+    resumed = [[r[net]["calls"] for net in nets] for r in gloo["exchange"]]
+    assert resumed == [[4, 2], [4, 2]]  # as many per step in the 2 steps after the resume
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_gloo_run_stopped_by_sigterm_resumes_to_the_uninterrupted_weights(
     runs: dict[str, Path],
 ) -> None:
-    run = runs["stopped"]
-    marker = json.loads((run / "checkpoint.json").read_text())
+    """Stopped at epoch 2, step 1; resumed, it ends with the weights and losses of the
+    uninterrupted run (MPI's, which gloo's equal at two ranks)."""
+    marker = json.loads((runs["stopped"] / "checkpoint.json").read_text())
     assert (marker["epoch"], marker["step"]) == (1, 1)
-    done = mpirun(2, ["-m", "evogan", "train", "--resume", str(run)])
-    assert done.returncode == 0, done.stderr[-3000:]
-    _same_weights(run, runs["gloo"])
-    assert _losses(run) == _losses(runs["gloo"])
+    summary = json.loads((runs["gloo"] / "summary.json").read_text())
+    assert (summary["resumed_from_epoch"], summary["resumed_from_step"]) == (1, 1)
+    _same_weights(runs["gloo"], runs["mpi"])
+    assert _losses(runs["gloo"]) == _losses(runs["mpi"])
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_failing_rank_ends_a_gloo_job_promptly_with_its_rank_named(tmp_path: Path) -> None:
     """The failing rank releases its group and leaves; the launcher ends the other rank."""
     fail = ["--fail-rank", "1", "--fail-step", "1"]
@@ -126,6 +136,7 @@ def backend_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("overlapped", ["gloo", "mpi-overlap"])
 def test_overlapped_allreduce_matches_mpi_at_four_ranks(
     backend_report: dict, overlapped: str
@@ -216,12 +227,15 @@ def test_bad_backend_choices_are_refused_in_one_line(overrides: list[str], messa
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
-def test_nccl_without_a_gpu_is_refused_before_a_run_starts(tmp_path: Path) -> None:
+def test_nccl_without_a_gpu_is_refused_before_a_run_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = tmp_path / "run"
     cuda = ["--set", "trainer.device=cuda", "--set", "trainer.backend=nccl"]
-    done = evogan("train", CONFIG, "--run-dir", str(run), *cuda)
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    assert main(["train", CONFIG, "--run-dir", str(run), *cuda]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = err.strip().splitlines()
     assert line == (
         "evogan: error: trainer.backend = 'nccl' needs a CUDA GPU but torch sees none; use "
         "trainer.backend: mpi, gloo or auto with trainer.device: cpu"

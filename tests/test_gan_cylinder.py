@@ -3,7 +3,7 @@ under real mpirun: a 2-rank training that validates as it trains, showers genera
 best model in the CaloChallenge format, those showers validated against a synthetic reference
 with the challenge's metric set and figures (a cylinder's radial and angular profiles where a
 Cartesian grid's x and y profiles go), and a training stopped by SIGTERM that resumes to the
-weights of an uninterrupted one."""
+weights of the uninterrupted one. The commands after the training run in this process."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from evogan.cli import main
 from evogan.data.reader import ShowerDataset, open_files
 from evogan.data.synthetic.showers import synthesize
 from evogan.detectors import detector_for
@@ -28,24 +29,24 @@ from evogan.physics.score import equal_count_edges
 from evogan.plots.gan import profiles_figure
 from evogan.store import load_weights, read_metrics
 
-from .conftest import evogan, mpirun
+from .conftest import mpirun
 from .gan_fixtures import assert_same_weights, one_thread
 
 CONFIG = "configs/gan3d_cc2_tiny.yaml"
 SCRIPT = "tests/mpi_scripts/train_gan.py"
 SIZE = ["--set", "trainer.steps_per_epoch=3", "--set", "trainer.epochs=2"]
 VALIDATION = ["--set", "trainer.validation_events=24", "--set", "trainer.validation_bins=2"]
-VALIDATION += ["--set", "trainer.standing_batches=2"]
+VALIDATION += ["--set", "trainer.standing_batches=2", "--set", "trainer.validate_every=1"]
 SHAPE = (9, 16, 45)
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``evogan train`` of the tiny cc2 spec on 2 ranks, validated after every step (a timer
-    shorter than a step)."""
+    """``evogan train`` of the tiny cc2 spec on 2 ranks, validated at every epoch end (steps 3
+    and 6); the uninterrupted run a stopped one must resume to. (A validation timer shorter
+    than a step: tests/test_gan_stop.py.)"""
     run = tmp_path_factory.mktemp("cc2") / "run"
-    timed = ["--set", "trainer.validate_every_seconds=0.001"]
-    args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(run), *SIZE, *VALIDATION, *timed]
+    args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(run), *SIZE, *VALIDATION]
     done = mpirun(2, args)
     assert done.returncode == 0, done.stderr[-3000:]
     return run
@@ -53,20 +54,22 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def generated(trained: Path) -> Path:
+    """``evogan generate`` of the best model, on one thread as a launched command runs."""
     out = trained.parent / "generated.h5"
     args = ["--events", "40", "--log-uniform", "--seed", "3", "--batch-size", "16"]
-    done = evogan("generate", str(trained), *args, "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    with one_thread():
+        assert main(["generate", str(trained), *args, "--out", str(out)]) == 0
     return out
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_two_rank_training_on_a_cylinder_validates_and_keeps_the_best(trained: Path) -> None:
     manifest = json.loads((trained / "manifest.json").read_text())
     assert manifest["world_size"] == 2 and manifest["mode"] == "sync"
     assert [r["epoch"] for r in read_metrics(trained / "metrics.jsonl", "epoch")] == [1, 2]
     scores = read_metrics(trained / "metrics.jsonl", "validation")
-    assert [r["step"] for r in scores] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in scores] == [3, 6]
     assert all(math.isfinite(r["score"]) and r["floor"] < r["score"] for r in scores)
     assert all(r["targets"]["cells"] == 4 * 2 for r in scores)  # four targets per energy bin
     best, meta = load_weights(trained / "best_model.h5")
@@ -83,8 +86,9 @@ def test_a_two_rank_training_on_a_cylinder_validates_and_keeps_the_best(trained:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_generate_writes_the_calochallenge_format_with_the_detector(
-    trained: Path, generated: Path
+    trained: Path, generated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with h5py.File(generated, "r") as handle:
         assert sorted(handle) == ["event", "incident_energies", "showers"]
@@ -112,9 +116,9 @@ def test_generate_writes_the_calochallenge_format_with_the_detector(
     again = np.concatenate(again)
     again[again < 1e-6] = 0.0  # the reader's cell threshold
     np.testing.assert_allclose(chunk.ecal, again, rtol=1e-6, atol=1e-9)  # GeV -> MeV -> GeV
-    inspected = evogan("data", "inspect", str(generated), "--json")
-    assert inspected.returncode == 0, inspected.stderr
-    report = json.loads(inspected.stdout)
+    capsys.readouterr()
+    assert main(["data", "inspect", str(generated), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert (report["detector"], report["layout"], report["events"]) == (
         "calochallenge-2",
         "calochallenge",
@@ -124,20 +128,20 @@ def test_generate_writes_the_calochallenge_format_with_the_detector(
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_validate_scores_generated_showers_against_a_synthetic_reference(
-    generated: Path,
+    generated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = generated.parent
     reference = root / "reference.h5"
     synth = ["--events", "120", "--energy-range", "1", "1000", "--log-uniform", "--seed", "5"]
-    done = evogan("data", "synth", "--out", str(reference), *synth, "--detector", "calochallenge-2")
-    assert done.returncode == 0, done.stderr
+    synth += ["--detector", "calochallenge-2"]
+    assert main(["data", "synth", "--out", str(reference), *synth]) == 0
     out = root / "validation"
-    done = evogan(
-        "validate", str(generated), str(reference), "--json", "--bins", "2", "--out", str(out)
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    capsys.readouterr()
+    validate = [str(generated), str(reference), "--json", "--bins", "2", "--out", str(out)]
+    assert main(["validate", *validate]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert report["events"] == 40 and report["metrics"]["bad_fraction"]["value"] == 0
     floor = report["floor"]
     assert report["score"] > floor["score"] + 3 * floor["spread"]  # six steps learn little
@@ -151,15 +155,15 @@ def test_validate_scores_generated_showers_against_a_synthetic_reference(
 
 
 @pytest.mark.mpi
-def test_a_stopped_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_stopped_run_resumes_to_the_weights_of_an_uninterrupted_one(
+    trained: Path, tmp_path: Path
+) -> None:
     """Validated at every epoch end (steps 3 and 6): the resumed run scores the same
     generators as the uninterrupted one and ends with its weights, best_model.h5 included."""
-    per_epoch = [*SIZE, *VALIDATION, "--set", "trainer.validate_every=1"]
-    straight, run = tmp_path / "straight", tmp_path / "run"
-    done = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(straight), *per_epoch])
-    assert done.returncode == 0, done.stderr[-3000:]
+    straight, run = trained, tmp_path / "run"
     stop = ["--signal-rank", "1", "--signal-step", "4"]
-    stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(run), *per_epoch, *stop])
+    stopped = mpirun(2, [SCRIPT, CONFIG, "--run-dir", str(run), *SIZE, *VALIDATION, *stop])
     assert stopped.returncode == 75, stopped.stderr[-3000:]
     assert f"mpirun -n 2 --oversubscribe evogan train --resume {run}" in stopped.stderr
     marker = json.loads((run / "checkpoint.json").read_text())

@@ -4,6 +4,7 @@ default, drawn from the stream they are given, sharded like the latent noise, an
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from evogan.gan3d.model.blocks import NoiseInjection
@@ -57,6 +58,7 @@ def test_two_ranks_draw_the_noise_one_process_draws_for_the_whole_batch() -> Non
         assert torch.equal(got, expected[2 * rank : 2 * rank + 2])
 
 
+@pytest.mark.slow
 def test_a_noisy_generator_trains_its_noise_scales_and_generates_reproducibly() -> None:
     spec = _noisy_spec()
     generator, discriminator = build_models(spec, torch.Generator().manual_seed(0))

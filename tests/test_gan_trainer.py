@@ -3,48 +3,54 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from mpi4py import MPI
 
+from evogan.cli import main
 from evogan.config import load_config
 from evogan.data.reader import open_dataset
+from evogan.errors import EvoganError
+from evogan.gan3d.training.trainer import train_gan3d
 from evogan.store import load_weights, read_metrics
 
-from .conftest import REPO, evogan, mpi_env, mpirun
+from .conftest import REPO, TINY_GAN, mpirun
 from .data_fixtures import write_layout
+from .gan_fixtures import assert_same_weights, one_thread
 
 pytestmark = pytest.mark.mpi
 
-CONFIG = "configs/gan3d_tiny.yaml"
+SCRIPT, CONFIG = TINY_GAN
+SIZE = ["--set", "trainer.steps_per_epoch=3", "--set", "trainer.backend=mpi"]
+"""The steps and backend of the shared uninterrupted run (conftest's ``tiny_gan_run``)."""
 SHORT = ["--set", "trainer.steps_per_epoch=2", "--set", "run.progress_every=1"]
 
 
 @pytest.fixture(scope="module")
 def sync_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One epoch of synchronous training on 2 ranks through the CLI."""
+    """The first of the two epochs of ``tiny_gan_run``, on 2 ranks through the CLI."""
     run = tmp_path_factory.mktemp("gan") / "sync"
-    args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(run), *SHORT]
-    done = mpirun(2, [*args, "--set", "trainer.epochs=1"])
+    args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(run), *SIZE]
+    done = mpirun(2, [*args, "--set", "run.progress_every=1", "--set", "trainer.epochs=1"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch 1/1: d_loss" in done.stdout
     return run
 
 
+@pytest.mark.slow
 def test_sync_run_writes_config_manifest_metrics_checkpoint_and_generator(sync_run: Path) -> None:
     manifest = json.loads((sync_run / "manifest.json").read_text())
     assert manifest["world_size"] == 2 and manifest["mode"] == "sync"
     assert [r["group"] for r in manifest["ranks"]] == [0, 0]
     (epoch,) = read_metrics(sync_run / "metrics.jsonl", "epoch")
-    assert epoch["epoch"] == 1 and epoch["ranks"] == 2 and epoch["steps"] == 2
+    assert epoch["epoch"] == 1 and epoch["ranks"] == 2 and epoch["steps"] == 3
     summary = json.loads((sync_run / "summary.json").read_text())
-    assert epoch["samples"] == 2 * 2 * summary["batch_per_rank"]  # ranks x steps x batch
+    assert epoch["samples"] == 2 * 3 * summary["batch_per_rank"]  # ranks x steps x batch
     assert epoch["samples_per_s"] > 0 and 0 < epoch["comm_share"] < 1
     assert summary["epochs_done"] == 1 and summary["ranks"] == 2
-    assert all(s["generator"]["calls"] == 2 * 2 for s in summary["exchange"])  # 2 G steps/step
+    assert all(s["generator"]["calls"] == 3 * 2 for s in summary["exchange"])  # 2 G steps/step
     marker = json.loads((sync_run / "checkpoint.json").read_text())
     assert (marker["epoch"], marker["step"]) == (1, 0)
     assert marker["files"] == ["checkpoints/ckpt-000001-rank-00000.h5"]
@@ -61,11 +67,14 @@ def test_sync_run_writes_config_manifest_metrics_checkpoint_and_generator(sync_r
     assert meta["trained_on"]["theta_deg"] == pytest.approx(np.degrees([theta.min(), theta.max()]))
 
 
-def test_resume_continues_from_the_checkpointed_epoch_exactly(sync_run: Path) -> None:
+@pytest.mark.slow
+def test_resume_continues_from_the_checkpointed_epoch_exactly(
+    sync_run: Path, tiny_gan_run: Path
+) -> None:
     """A finished run continued for one more epoch through ``train_gan3d(resume=True)``."""
     before, _ = load_weights(sync_run / "best_model.h5")
-    args = ["tests/mpi_scripts/train_gan.py", CONFIG, "--run-dir", str(sync_run), "--resume"]
-    done = mpirun(2, [*args, *SHORT, "--set", "trainer.epochs=2"])
+    args = [SCRIPT, CONFIG, "--run-dir", str(sync_run), "--resume"]
+    done = mpirun(2, [*args, *SIZE, "--set", "trainer.epochs=2"])
     assert done.returncode == 0, done.stderr[-3000:]
     records = read_metrics(sync_run / "metrics.jsonl")
     assert [(r["kind"], r["epoch"]) for r in records] == [
@@ -83,35 +92,23 @@ def test_resume_continues_from_the_checkpointed_epoch_exactly(sync_run: Path) ->
     after, _ = load_weights(sync_run / "best_model.h5")
     assert any(not before[k].equal(after[k]) for k in before)
     # Exactly what an uninterrupted 2-epoch run gives (optimiser and random states restored).
-    straight = sync_run.parent / "straight"
-    args = ["-m", "evogan", "train", CONFIG, "--run-dir", str(straight), *SHORT]
-    done = mpirun(2, [*args, "--set", "trainer.epochs=2"])
-    assert done.returncode == 0, done.stderr[-3000:]
-    for name in ("best_model.h5", "discriminator.h5"):
-        resumed, _ = load_weights(sync_run / name)
-        expected, _ = load_weights(straight / name)
-        assert all(resumed[k].equal(expected[k]) for k in expected), name
+    assert_same_weights(sync_run, tiny_gan_run)
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_different_rank_count(sync_run: Path) -> None:
-    args = [CONFIG, "--run-dir", str(sync_run), "--resume", "--set", "trainer.epochs=9"]
-    done = subprocess.run(
-        [sys.executable, "tests/mpi_scripts/train_gan.py", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=mpi_env(),
-        timeout=120,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == (
-        f"evogan: error: {sync_run} was trained on 2 ranks and must be resumed on as many: "
-        "run mpirun -n 2 (got 1)"
+    """In this one process, a world of one rank (a refused launch's error line and exit code:
+    test_data_of_another_window_ends_every_rank_before_a_run_directory)."""
+    config = load_config(CONFIG, [SIZE[1], SIZE[3], "trainer.epochs=9"])
+    with pytest.raises(EvoganError) as error:
+        train_gan3d(config, sync_run, resume=True, world=MPI.COMM_SELF, signals=False)
+    assert str(error.value) == (
+        f"{sync_run} was trained on 2 ranks and must be resumed on as many: run mpirun -n 2 (got 1)"
     )
 
 
 def test_settings_this_machine_cannot_run_are_refused_before_a_run_directory_exists(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import torch
 
@@ -120,11 +117,13 @@ def test_settings_this_machine_cannot_run_are_refused_before_a_run_directory_exi
     if torch.cuda.is_available():
         del bad["trainer.device=cuda"]
     for setting, message in bad.items():
-        done = evogan("train", CONFIG, "--run-dir", str(run), "--set", setting)
-        assert done.returncode == 2 and message in done.stderr.strip().splitlines()[-1]
-        assert "Traceback" not in done.stderr and not run.exists()
+        assert main(["train", CONFIG, "--run-dir", str(run), "--set", setting]) == 2
+        err = capsys.readouterr().err
+        assert message in err.strip().splitlines()[-1]
+        assert "Traceback" not in err and not run.exists()
 
 
+@pytest.mark.slow
 def test_data_of_another_window_ends_every_rank_before_a_run_directory(tmp_path: Path) -> None:
     """Public 25x25x25 files with the 51x51x25 spec are refused on every rank in one line
     before a run directory exists, not at the first matrix product (a search's refusal:
@@ -145,8 +144,11 @@ def test_data_of_another_window_ends_every_rank_before_a_run_directory(tmp_path:
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("validate", [False, True])
-def test_a_diverged_generator_is_never_saved_as_the_best(tmp_path: Path, validate: bool) -> None:
+def test_a_diverged_generator_is_never_saved_as_the_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], validate: bool
+) -> None:
     """Finite but huge learning rates train to NaN within two steps: last_model.h5 keeps the
     diverged generator, best_model.h5 is not written (neither by a validation nor at the end)
     and the run says why."""
@@ -155,16 +157,18 @@ def test_a_diverged_generator_is_never_saved_as_the_best(tmp_path: Path, validat
     if validate:
         args += ["--set", "trainer.validate_every=1", "--set", "trainer.validation_events=24"]
         args += ["--set", "trainer.standing_batches=0"]
-    done = evogan("train", CONFIG, "--run-dir", str(run), *args)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "d_loss nan" in done.stdout
+    with one_thread():  # as a launched training runs
+        assert main(["train", CONFIG, "--run-dir", str(run), *args]) == 0
+    said = capsys.readouterr().out
+    assert "d_loss nan" in said
     assert (run / "last_model.h5").is_file() and not (run / "best_model.h5").exists()
-    assert ("no best_model.h5 is written" in done.stdout) != validate
+    assert ("no best_model.h5 is written" in said) != validate
     if validate:
         (record,) = read_metrics(run / "metrics.jsonl", "validation")
         assert record["best"] is False
 
 
+@pytest.mark.slow
 def test_grouped_rma_arar_on_four_ranks_with_a_slow_rank(tmp_path: Path) -> None:
     """RMA inner rings {0, 1}, {2, 3}, point-to-point outer ring {0, 2}; rank 3 sleeps."""
     run = tmp_path / "arar"
@@ -176,7 +180,7 @@ def test_grouped_rma_arar_on_four_ranks_with_a_slow_rank(tmp_path: Path) -> None
         "steps_per_epoch": 3,
         "outer_every": 1,
     }
-    args = ["tests/mpi_scripts/train_gan.py", CONFIG, "--run-dir", str(run)]
+    args = [SCRIPT, CONFIG, "--run-dir", str(run)]
     args += [item for key, value in trainer.items() for item in ("--set", f"trainer.{key}={value}")]
     done = mpirun(4, [*args, "--slow-rank", "3", "--slow-seconds", "0.3"])
     assert done.returncode == 0, done.stderr[-3000:]

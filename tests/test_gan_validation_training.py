@@ -9,32 +9,38 @@ from pathlib import Path
 
 import pytest
 
+from evogan.cli import main
 from evogan.config import load_config
 from evogan.distributed.signals import StopFlag
 from evogan.errors import RunStopped
 from evogan.gan3d import GanTrainer
 from evogan.gan3d.training import epoch_loop
 from evogan.store import load_weights, read_metrics
-
-from .conftest import evogan
+from tests.gan_fixtures import one_thread
 
 CONFIG = "configs/gan3d_tiny.yaml"
 
 
-def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_validation_during_training_scores_logs_and_keeps_the_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``evogan train`` in this process (on one thread, as a launched one), twice: validated,
+    and not."""
     run = tmp_path / "run"
     size = ["--set", "trainer.epochs=3", "--set", "trainer.steps_per_epoch=2"]
     validation = ["--set", "trainer.validate_every=1", "--set", "trainer.validation_events=24"]
     validation += ["--set", "trainer.standing_batches=4"]  # 100 by default: seconds on a CPU
-    done = evogan("train", CONFIG, "--run-dir", str(run), *size, *validation)
-    assert done.returncode == 0, done.stderr[-3000:]
+    with one_thread():
+        assert main(["train", CONFIG, "--run-dir", str(run), *size, *validation]) == 0
+    said = capsys.readouterr().out
     records = read_metrics(run / "metrics.jsonl", "validation")
     assert [(r["epoch"], r["step"]) for r in records] == [(1, 2), (2, 4), (3, 6)]
     scores = [r["score"] for r in records]
     assert all(s == s and s > 0 for s in scores) and records[0]["floor"] > 0
     targets = [r["targets"] for r in records]  # 4 quantities x 5 energy bins (the default)
     assert all(t["cells"] == 20 and t["within"] + len(t["misses"]) == 20 for t in targets)
-    assert done.stdout.count("within tolerance") == 3
+    assert said.count("within tolerance") == 3
     running = [min(scores[: i + 1]) for i in range(len(scores))]
     assert [r["best"] for r in records] == [s == m for s, m in zip(scores, running, strict=True)]
     best, meta = load_weights(run / "best_model.h5")
@@ -48,8 +54,8 @@ def test_validation_during_training_scores_logs_and_keeps_the_best(tmp_path: Pat
     # Validating does not disturb training: the same run without it ends with the same weights;
     # only the saved batch-norm statistics differ (standing statistics, trainer.standing_batches).
     plain = tmp_path / "plain"
-    done = evogan("train", CONFIG, "--run-dir", str(plain), *size)
-    assert done.returncode == 0, done.stderr[-3000:]
+    with one_thread():
+        assert main(["train", CONFIG, "--run-dir", str(plain), *size]) == 0
     expected, _ = load_weights(plain / "last_model.h5")
     means = [k for k in expected if k.endswith("running_mean")]
     assert means and all(not last[k].equal(expected[k]) for k in means)
@@ -62,6 +68,7 @@ VALIDATE_EACH_STEP += ["trainer.validation_events=24", "trainer.standing_batches
 VALIDATE_EACH_STEP += ["trainer.epochs=4", "run.progress_every=1000"]
 
 
+@pytest.mark.slow
 def test_the_learning_curve_is_redrawn_after_a_validation_at_most_once_a_minute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -78,6 +85,7 @@ def test_the_learning_curve_is_redrawn_after_a_validation_at_most_once_a_minute(
         assert [r["kind"] for r in drawn[-1]].count("validation") == 4
 
 
+@pytest.mark.slow
 def test_a_stop_draws_the_validations_the_learning_curve_lacks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -104,13 +112,14 @@ def test_a_stop_draws_the_validations_the_learning_curve_lacks(
     ],
 )
 def test_validation_settings_that_cannot_work_are_refused_before_a_run_exists(
-    tmp_path: Path, setting: str, key: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, key: str
 ) -> None:
     run = tmp_path / "run"
     args = ["--set", "trainer.validate_every=1", "--set", setting]
-    done = evogan("train", CONFIG, "--run-dir", str(run), *args)
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    assert main(["train", CONFIG, "--run-dir", str(run), *args]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = err.strip().splitlines()
     assert line.startswith("evogan: error:") and key in line
     assert not run.exists()
 

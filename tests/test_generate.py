@@ -23,6 +23,7 @@ from tests.conftest import evogan
 from tests.gan_fixtures import one_thread, save_tiny_generator, tiny_campaign
 
 
+@pytest.mark.slow
 def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
     model = save_tiny_generator(tmp_path / "g.h5", seed=4)
     out = tmp_path / "gan.h5"
@@ -79,6 +80,7 @@ def _conditions(path: Path) -> tuple[np.ndarray, np.ndarray, dict]:
     return chunk.energy, np.degrees(chunk.theta), attrs
 
 
+@pytest.mark.slow
 def test_generation_draws_the_trained_conditions_and_notes_extrapolation(
     tmp_path: Path, capsys
 ) -> None:
@@ -126,6 +128,7 @@ def _shower_file(
     return energy, theta
 
 
+@pytest.mark.slow
 def test_conditions_from_shower_files_are_taken_in_order(tmp_path: Path, capsys) -> None:
     source = tmp_path / "geant4.h5"
     energy, theta = _shower_file(source, 12, (70.0, 110.0), seed=0)
@@ -229,6 +232,7 @@ def _six_showers(tmp_path: Path, option: str, value: str) -> tuple[np.ndarray, d
     return ShowerDataset.from_files(open_files(out)).read().ecal, attrs
 
 
+@pytest.mark.slow
 def test_the_fft_convolution_generates_the_same_showers(tmp_path: Path) -> None:
     """``--convolution fft`` (the GPU default) against the direct form on this CPU: the tiny
     generator's 27-tap convolution runs as FFTs, to float32 rounding of the same showers."""
@@ -237,6 +241,7 @@ def test_the_fft_convolution_generates_the_same_showers(tmp_path: Path) -> None:
     assert 0 < np.abs(fft - direct).max() <= 1e-5 * np.abs(direct).max()
 
 
+@pytest.mark.slow
 def test_bf16_generation_stays_within_bf16_rounding_and_says_so(tmp_path: Path) -> None:
     """``--precision bf16`` (the fast setting on CPUs with AMX) against float32 from the same
     seed: every cell within 5% of the largest cell (measured up to 2.2% over three tiny
@@ -274,6 +279,7 @@ def test_float32_generation_on_an_amx_cpu_points_to_bf16_on_stderr(
     assert len(hints) == hinted
 
 
+@pytest.mark.slow
 def test_a_refused_generation_says_its_one_line_error_and_no_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

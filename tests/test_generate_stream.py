@@ -123,6 +123,7 @@ def _generate(model: Path, out: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_two_ranks_write_the_showers_of_one_rank_and_any_event_comes_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -174,6 +175,7 @@ def test_two_ranks_write_the_showers_of_one_rank_and_any_event_comes_again(
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_refusals_on_two_ranks_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     model = save_tiny_generator(tmp_path / "g.h5", seed=4)
     folder = tmp_path / "out"
@@ -197,6 +199,7 @@ def test_refusals_on_two_ranks_are_one_line_and_write_nothing(tmp_path: Path) ->
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_sigterm_to_one_rank_stops_every_rank_and_leaves_no_file(
     tmp_path: Path, ranks: int
@@ -213,7 +216,7 @@ def test_sigterm_to_one_rank_stops_every_rank_and_leaves_no_file(
             kill_job(process)
             pytest.fail(f"the parts never appeared: {process.communicate()[1][-2000:]}")
         time.sleep(0.05)
-    time.sleep(1.0)
+    time.sleep(0.2)
     os.kill(rank_pid(process, ranks - 1), signal.SIGTERM)
     _, err = process.communicate(timeout=240)
     assert process.returncode == EXIT_STOPPED, err[-3000:]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from evogan.cli import main
 from evogan.errors import EXIT_USER_ERROR, EvoganError
 from evogan.store import MetricsWriter, RunDir, read_metrics
 from evogan.store.lock import (
@@ -435,34 +436,48 @@ def test_a_refused_resume_puts_back_the_lock_file_and_status_byte_for_byte(tmp_p
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize(("ranks", "bad", "good"), [(2, 3, 2), (3, 2, 3)])
 def test_a_gan_run_refused_for_its_rank_layout_leaves_the_directory_as_it_was(
     tmp_path, ranks, bad, good
 ) -> None:
-    size = ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=2"]
-    arar = ["--set", "trainer.mode=arar", *size]
-    given, named = tmp_path / "given", tmp_path / "new" / "run"
-    given.mkdir()
-    for run in (given, named):
-        args = ["-m", "evogan", "train", GAN_CONFIG, "--run-dir", str(run), *arar]
-        done = mpirun(ranks, [*args, "--set", f"trainer.group_size={bad}"])
-        assert done.returncode == EXIT_USER_ERROR, done.stderr[-3000:]
-        assert f"got group_size = {bad} with {ranks} ranks per island" in done.stderr
-    assert snapshot(tmp_path) == {"given": "dir"}
+    """A new run directory, folders above it included, goes again; then the right layout runs
+    there. (A refusal in a given, existing folder empties it and keeps it:
+    test_a_refused_new_run_removes_only_what_it_wrote.)"""
+    size = ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=1"]
+    named = tmp_path / "new" / "run"
+    args = [
+        "-m",
+        "evogan",
+        "train",
+        GAN_CONFIG,
+        "--run-dir",
+        str(named),
+        "--set",
+        "trainer.mode=arar",
+    ]
+    args += size
+    done = mpirun(ranks, [*args, "--set", f"trainer.group_size={bad}"])
+    assert done.returncode == EXIT_USER_ERROR, done.stderr[-3000:]
+    assert f"got group_size = {bad} with {ranks} ranks per island" in done.stderr
+    assert snapshot(tmp_path) == {}
     done = mpirun(ranks, [*args, "--set", f"trainer.group_size={good}"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_status(named)["status"] == "finished"
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_refused_gan_resume_leaves_the_run_as_it_was_and_the_right_one_runs(
-    tmp_path, tiny_gan_run
+    tmp_path, capsys, tiny_gan_run
 ) -> None:
+    """The one-rank refusal in this process; the others under mpirun."""
     run = tmp_path / "run"
     shutil.copytree(tiny_gan_run, run, symlinks=True)
     before = snapshot(tmp_path)
     longer = ["--set", "trainer.epochs=3"]
-    line = one_error(evogan("train", "--resume", str(run), *longer))
+    assert main(["train", "--resume", str(run), *longer]) == EXIT_USER_ERROR
+    (line,) = capsys.readouterr().err.strip().splitlines()
     again = f"resume it with mpirun -n 2 evogan train --resume {run} (got 1)"
     assert f"must be resumed on as many; {again}" in line
     assert snapshot(tmp_path) == before
