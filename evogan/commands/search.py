@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from evogan.commands.data_checks import check_data
 from evogan.commands.options import (
     add_config_options,
     add_resume_options,
@@ -25,13 +26,15 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_for(args, "search", {"search": "evogan.search:run_search"})
-    config.check_ranks(launched_ranks())  # before evogan.search loads torch and MPI
+    config.check_ranks(launched_ranks())  # before evogan.search.run loads torch and MPI
+    source = args.config if args.resume is None else args.resume / "config.yaml"
     if args.resume is not None:
         claim_resumed(args, "search", config)
+    check_data("search", config, source)
     from evogan.search import run_search
 
     if args.resume is None:
-        run_search(config, config_path=args.config, run_dir=args.run_dir)
+        run_search(config, config_path=source, run_dir=args.run_dir)
     else:
-        run_search(config, config_path=args.resume / "config.yaml", resume=args.resume)
+        run_search(config, config_path=source, resume=args.resume)
     return 0

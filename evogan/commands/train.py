@@ -7,6 +7,7 @@ import argparse
 import importlib
 import shlex
 
+from evogan.commands.data_checks import check_data
 from evogan.commands.options import (
     add_config_options,
     add_resume_options,
@@ -48,8 +49,8 @@ def dispatch(
     not_resumable: dict[str, str] | None = None,
 ) -> object:
     """Load the config (``CONFIG`` or the resumed run's) and call the function registered for
-    its task; a resumed run is locked and checked first, before the trainer's modules (torch,
-    MPI) load, so a refusal comes at once."""
+    its task; a resumed run is locked and checked first, and the data checked from their
+    metadata, before the trainer's modules (torch, MPI) load, so a refusal comes at once."""
     cfg = config_for(args, command, table)
     if args.resume is not None:
         refusal = (not_resumable or {}).get(cfg.task)
@@ -57,6 +58,7 @@ def dispatch(
             config = shlex.quote(str(args.resume / "config.yaml"))
             raise EvoganError(refusal.format(run=shlex.quote(str(args.resume)), config=config))
         claim_resumed(args, command, cfg)
+    check_data(command, cfg)
     module, _, function = table[cfg.task].partition(":")
     entry = getattr(importlib.import_module(module), function)
     if args.resume is None:

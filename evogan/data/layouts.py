@@ -25,6 +25,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from evogan.detectors import Detector
 from evogan.errors import DataError
 
 # Stored cell value x scale = GeV. Layouts (b) and (c) store 50 x GeV.
@@ -63,6 +64,12 @@ _DEFAULTS = {
     ),
 }
 CALOCHALLENGE_KEYS = ("showers", "incident_energies")
+
+
+def written_layout(detector: Detector) -> Layout:
+    """The layout evogan writes showers of ``detector`` in: the CaloChallenge one for a
+    cylindrical detector (the challenge's evaluation reads it), its own for a Cartesian one."""
+    return _DEFAULTS["calochallenge" if detector.geometry.kind == "cylindrical" else "evogan"]
 
 
 def particle_from_name(path: str | Path) -> str:

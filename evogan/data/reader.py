@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -222,8 +223,10 @@ def open_files(
     energy_key: str | None = None,
     ecal_scale: float | None = None,
     detector: str | Detector | None = None,
+    units: bool = True,
 ) -> list[ShowerFile]:
-    """Expand paths and glob patterns (sorted, duplicates dropped) and validate every file."""
+    """Expand paths and glob patterns (sorted, duplicates dropped) and validate every file
+    (``units``: as :func:`open_file`)."""
     if isinstance(patterns, (str, Path)):
         patterns = [patterns]
     paths: list[Path] = []
@@ -235,7 +238,7 @@ def open_files(
     for path in paths:
         unique.setdefault(path.resolve(), path)  # the first mention keeps its place
     options = dict(layout=layout, ecal_key=ecal_key, energy_key=energy_key, ecal_scale=ecal_scale)
-    return [open_file(p, **options, detector=detector) for p in unique.values()]
+    return [open_file(p, **options, detector=detector, units=units) for p in unique.values()]
 
 
 def open_file(
@@ -246,10 +249,13 @@ def open_file(
     energy_key: str | None = None,
     ecal_scale: float | None = None,
     detector: str | Detector | None = None,
+    units: bool = True,
 ) -> ShowerFile:
     """Open one file, resolve its layout and detector (``detector``: what ``data.detector``
     says, a name, a binning XML path or a :class:`Detector`; None takes the file's) and check
-    shapes, counts and units (reads no cells but a few rows of a CaloChallenge file)."""
+    shapes, counts and, with ``units``, whether its energies look like their unit (reading
+    them, and a few rows of a CaloChallenge file's cells); of the event arrays, only the angles
+    are read otherwise (degrees or radians)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file {path} does not exist")
@@ -275,7 +281,8 @@ def open_file(
                     energy_scale=to_gev,
                 )
             described = describe(f, path, found, source)
-            warn_unlikely_units(f, path, found)
+            if units:
+                warn_unlikely_units(f, path, found)
             return described
     except OSError as exc:
         raise DataError(f"data file {path} cannot be read as HDF5: {first_line(exc)}") from None
@@ -290,28 +297,44 @@ def open_dataset(
     each file's (``max_events``-limited) events. ``train_events`` / ``test_events`` are upper
     limits.
     """
+    options = read_settings(cfg)
     patterns = list(cfg.files)
     if not patterns:
-        if cfg.test_files:
-            raise DataError("data.test_files is set but data.files is empty; set data.files too")
         from evogan.data.default import ensure_default_data
-        from evogan.detectors import detector_for
 
         detector = detector_for(cfg.detector)
         patterns = [str(ensure_default_data(cfg.synthetic, detector, announce=announce))]
-    options = dict(
+    return split_dataset(cfg, open_files(patterns, **options), announce)
+
+
+def read_settings(cfg: DataConfig) -> dict[str, Any]:
+    """The :func:`open_files` keywords of the ``data`` section, which is first checked for
+    test files without training files."""
+    if not cfg.files and cfg.test_files:
+        raise DataError("data.test_files is set but data.files is empty; set data.files too")
+    return dict(
         layout=cfg.layout,
         ecal_key=cfg.ecal_key,
         energy_key=cfg.energy_key,
         ecal_scale=cfg.ecal_scale,
         detector=cfg.detector,
     )
+
+
+def split_dataset(
+    cfg: DataConfig,
+    files: list[ShowerFile],
+    announce: Callable[[str], object] = print,
+    *,
+    units: bool = True,
+) -> tuple[ShowerDataset, ShowerDataset]:
+    """:func:`open_dataset`'s (train, test) views of the opened training ``files``: its
+    limits and split, and ``data.test_files`` opened (``units``: as :func:`open_file`)."""
     view = dict(cell_threshold=cfg.cell_threshold, chunk_events=cfg.chunk_events)
-    files = open_files(patterns, **options)
     everything = ShowerDataset.from_files(files, **view)
     everything = _limit(everything, cfg.max_events, "data.max_events", announce)
     if cfg.test_files:
-        test_files = open_files(cfg.test_files, **options)
+        test_files = open_files(cfg.test_files, **read_settings(cfg), units=units)
         shared = {f.path.resolve() for f in files} & {f.path.resolve() for f in test_files}
         if shared:
             raise DataError(

@@ -82,7 +82,7 @@ def regressor_arrays(
     ``cfg.cache_projections`` is off: :mod:`evogan.data.projections`), summed over the axis
     ``cfg.projection_axis`` names for ``cfg.detector`` (the files' detector: the reader refuses
     files of another kind of geometry)."""
-    axis = projection_axis(detector_for(cfg.detector), cfg.projection_axis)
+    axis = image_axis(cfg)
 
     def build() -> tuple[np.ndarray, np.ndarray]:
         return project_view(dataset, axis, cfg.chunk_events)
@@ -94,6 +94,18 @@ def regressor_arrays(
     x = scale_cells(images, cfg.cell_scale, cfg.power)[:, np.newaxis]
     targets = energy_targets(energy, cfg.energy_scale)
     return RegressorArrays(x, targets, energy, describe_source(dataset), axis)
+
+
+def image_axis(cfg: DataConfig) -> str:
+    """The grid axis the regressor's images sum over: ``data.projection_axis`` resolved for
+    ``data.detector`` (the files' detector: the reader refuses files of another geometry)."""
+    return projection_axis(detector_for(cfg.detector), cfg.projection_axis)
+
+
+def input_shape(cfg: DataConfig, dataset: ShowerDataset) -> tuple[int, int, int]:
+    """(channels, height, layers) of the regressor's images of ``dataset``, known from its
+    cell shape before any cell is read."""
+    return (1, *projected_shape(dataset, image_axis(cfg)))
 
 
 def describe_source(dataset: ShowerDataset) -> str:
@@ -111,13 +123,7 @@ def project_view(
     """Stream ``dataset`` and keep only its 2D projections over the resolved ``axis``
     (n, H, layers) and energies (GeV)."""
     n = len(dataset)
-    if len(dataset.shape) != 3:
-        raise DataError(
-            f"the regressor's 2D projection needs showers on a 3D grid, got cells of shape "
-            f"{dataset.shape} from {dataset.files[0]}"
-        )
-    summed = grid_index(axis)
-    height, depth = (size for index, size in enumerate(dataset.shape) if index != summed)
+    height, depth = projected_shape(dataset, axis)
     images = np.empty((n, height, depth), dtype=np.float32)
     energy = np.empty(n, dtype=np.float32)
     at = 0
@@ -141,3 +147,16 @@ def load_regressor_data(
             f"shared by {size} ranks; use more data or fewer ranks"
         )
     return regressor_arrays(cfg, shard, announce), regressor_arrays(cfg, test, announce)
+
+
+def projected_shape(dataset: ShowerDataset, axis: str) -> tuple[int, int]:
+    """(height, layers) of the regressor's image of ``dataset``'s showers summed over the
+    resolved ``axis``; refused for showers that are no 3D grid."""
+    if len(dataset.shape) != 3:
+        raise DataError(
+            f"the regressor's 2D projection needs showers on a 3D grid, got cells of shape "
+            f"{dataset.shape} from {dataset.files[0]}"
+        )
+    summed = grid_index(axis)
+    height, depth = (size for index, size in enumerate(dataset.shape) if index != summed)
+    return height, depth

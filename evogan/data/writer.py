@@ -55,6 +55,7 @@ import h5py
 import numpy as np
 
 from evogan import __version__
+from evogan.data.layouts import written_layout
 from evogan.detectors import Detector
 from evogan.distributed.signals import check_stop
 from evogan.errors import DataError
@@ -115,9 +116,9 @@ class ShowerWriter:
         self.libver = libver
         self.shape = tuple(int(s) for s in shape)
         self.detector = detector
-        self.rows = detector is not None and detector.geometry.kind == "cylindrical"
+        self.rows = detector is not None and written_layout(detector).flat
         if self.rows:
-            held = detector.grid_shape or (detector.voxels,)
+            held = detector.shower_shape
             if self.shape != held:
                 raise ValueError(f"{detector.describe()} showers have shape {held}, not {shape}")
         elif len(self.shape) != 3 or min(self.shape) < 1:

@@ -45,6 +45,11 @@ class Detector:
         return self.geometry.grid_shape
 
     @property
+    def shower_shape(self) -> tuple[int, ...]:
+        """One shower as evogan holds it: the grid, or the row of voxels of irregular binning."""
+        return self.grid_shape or (self.voxels,)
+
+    @property
     def to_gev(self) -> float:
         """Factor from this detector's file unit to GeV."""
         return ENERGY_UNITS[self.file_unit]

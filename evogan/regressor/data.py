@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
-from evogan.errors import ConfigError
+from evogan.regressor.data_fit import fit_layout
 from evogan.regressor.network import RegressorLayout
 
 if TYPE_CHECKING:
@@ -75,12 +75,6 @@ def load_and_check(
 
     train_arrays, test_arrays = load_regressor_data(cfg.data, rank=0, size=1, announce=announce)
     train, test = RegressorData.from_arrays(train_arrays), RegressorData.from_arrays(test_arrays)
-    if batch_size > len(train):
-        raise ConfigError(
-            f"{batch_key} must not exceed the {len(train)} training events, got {batch_size}; "
-            "lower the batch size or use more data (data.train_events)"
-        )
-    if len(test) == 0:
-        raise ConfigError("the test set is empty; raise data.test_events or data.test_fraction")
-    layout = RegressorLayout.from_config(cfg.model, tuple(train.x.shape[1:]))
+    events = (len(train), len(test))
+    layout = fit_layout(cfg, batch_key, batch_size, events, tuple(train.x.shape[1:]))
     return layout, train, test

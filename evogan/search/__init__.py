@@ -5,24 +5,26 @@ Population Based Training of the training hyper-parameters (one worker per rank 
 genomes into shape-checked specs; :func:`evaluate` is the fitness of one candidate on a rank
 group; :class:`Campaign` is the directory with the candidate table that ``--resume`` continues;
 ``campaign_report`` is what ``evogan report`` shows of campaigns.
+
+The names are imported on first use (PEP 562): a campaign's run needs torch and MPI, and
+``evogan search`` checks its config and data before they load (``data_fit``).
 """
 
-from evogan.search.campaign import Campaign, resolve_base
-from evogan.search.evaluation import Evaluation
-from evogan.search.fitness import evaluate, flop_count, weight_count
-from evogan.search.run import run_search
-from evogan.search.scoring import Scorer
-from evogan.search.space import Genome, Space
+from evogan.lazy import lazy_names
 
-__all__ = [
-    "Campaign",
-    "Evaluation",
-    "Genome",
-    "Scorer",
-    "Space",
-    "evaluate",
-    "flop_count",
-    "resolve_base",
-    "run_search",
-    "weight_count",
-]
+_LAZY = {
+    "Campaign": ".campaign",
+    "Evaluation": ".evaluation",
+    "Genome": ".space",
+    "Scorer": ".scoring",
+    "Space": ".space",
+    "evaluate": ".fitness",
+    "flop_count": ".fitness",
+    "resolve_base": ".campaign",
+    "run_search": ".run",
+    "weight_count": ".fitness",
+}
+
+__all__ = sorted(_LAZY)
+
+__getattr__ = lazy_names(__name__, _LAZY)

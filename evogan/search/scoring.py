@@ -17,14 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from evogan.config.data import DataConfig
 from evogan.config.search import SearchConfig
-from evogan.config.search_sections import MIN_TEST_EVENTS
 from evogan.distributed.mpi import MPI
-from evogan.errors import ConfigError, DataError
 from evogan.gan3d.model.generate import generate_numbered
-from evogan.gan3d.model.spec import check_window
 from evogan.physics import WORST_SCORE, Reference, Validation
+from evogan.search.data_fit import check_test_split
 
 SCORE_SEED = 12345  # noise of the validation showers: the same for every member and candidate
 
@@ -90,50 +87,18 @@ class Scorer:
 
 def check_data(config: SearchConfig) -> Scorer:
     """Refuse data that would fail every candidate, before the campaign directory exists: files
-    that cannot be read or whose cell window is not the base spec's output shape, an energy or
-    angle of any train or test event that is not finite (read without the cells), too few test
-    events for the score or its energy bins. Makes the synthetic data when no files are given,
-    so one rank calls it before the others read, and returns the scorer it built for them to
-    share. It says what data the campaign reads, once for all its trainings."""
+    that cannot be read, a test split the candidates cannot be scored on
+    (:func:`~evogan.search.data_fit.check_test_split`), an energy or angle of any train or test
+    event that is not finite (read without the cells). Makes the synthetic data when no files
+    are given, so one rank calls it before the others read, and returns the scorer it built
+    for them to share. It says what data the campaign reads, once for all its trainings."""
     from evogan.data.reader import open_dataset
 
     train, test = open_dataset(config.data)
-    check_window(config.spec, test.shape, test.files)  # open_dataset: train's cells are alike
+    check_test_split(config, test)
     for view in (train, test):
         view.energies()  # checks every event's energy and angle
-    if len(test) < MIN_TEST_EVENTS:
-        raise DataError(
-            f"the test split holds {len(test)} event(s), fewer than the {MIN_TEST_EVENTS} the "
-            f"fitness score needs (two halves of 4); {_more_test_data(config.data)}"
-        )
-    _check_bins(config, len(test))
     return Scorer(config)
-
-
-def _check_bins(config: SearchConfig, held: int) -> None:
-    """The reference (``fitness.test_events`` of the ``held`` test events) needs at least one
-    event per energy bin; said with the search's keys."""
-    fitness = config.fitness
-    events = min(fitness.test_events, held)
-    if events >= fitness.energy_bins:
-        return
-    more = _more_test_data(config.data)
-    if fitness.test_events < held:
-        more = "raise fitness.test_events"
-    raise ConfigError(
-        f"fitness.energy_bins = {fitness.energy_bins} needs at least as many reference events, "
-        f"got {events} (fitness.test_events = {fitness.test_events}, test split {held}); "
-        f"lower fitness.energy_bins, or {more}"
-    )
-
-
-def _more_test_data(data: DataConfig) -> str:
-    """The settings that give the test split more events."""
-    if data.test_events is not None:
-        return f"raise data.test_events (= {data.test_events}) or use more data"
-    if data.test_files:
-        return "add events to data.test_files"
-    return "use more data or raise data.test_fraction"
 
 
 def metric_value(result: Validation, metric: str) -> float:

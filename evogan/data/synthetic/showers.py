@@ -222,8 +222,7 @@ def write_synthetic(
     }
     if log_uniform:
         attrs["energy_sampling"] = "log-uniform"
-    shape = detector.grid_shape or (detector.voxels,)
-    with ShowerWriter(path, shape, detector=detector, attrs=attrs) as writer:
+    with ShowerWriter(path, detector.shower_shape, detector=detector, attrs=attrs) as writer:
         chunks = synthesize(events, (low, high), seed, detector=detector, log_uniform=log_uniform)
         if not progress:
             for ecal, energy, theta in chunks:

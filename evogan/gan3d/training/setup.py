@@ -28,7 +28,7 @@ from evogan.gan3d.model.precision import (
     check_bf16,
     compile_problem,
 )
-from evogan.gan3d.training.validation import MIN_VALIDATION_EVENTS
+from evogan.gan3d.training.data_fit import epoch_shape, held_out_view
 
 
 @dataclass(frozen=True)
@@ -217,29 +217,16 @@ def load_data(
             f"note: trainer.validation_events = {wanted}, but the test split holds {len(test)} "
             f"showers; validating on all {len(test)}"
         )
-    return train.shard(world.rank, world.size), test.take(wanted)
+    return train.shard(world.rank, world.size), held_out_view(settings, test)
 
 
 def batch_shape(
     settings: TrainerConfig, spec_batch: int, world: MPI.Comm, shard: Any, held_out: Any
 ) -> tuple[int, int]:
-    """(batch per rank, steps per epoch), refusing data too small for them in one line."""
-    batch = settings.rank_batch(spec_batch)
-    steps = world.allreduce(len(shard) // batch, op=MPI.MIN)
-    if steps < 1:
-        smallest = world.allreduce(len(shard), op=MPI.MIN)
-        raise EvoganError(
-            f"every rank needs at least one batch of trainer.batch_size = {batch} showers, but a "
-            f"rank holds {smallest}; use more events, fewer ranks or a smaller batch"
-        )
-    needed = max(batch, MIN_VALIDATION_EVENTS)
-    if settings.validates and len(held_out) < needed:
-        raise EvoganError(
-            f"the held-out validation set has {len(held_out)} showers, fewer than {needed} (one "
-            f"batch, and 8 for the score's floor); raise trainer.validation_events or "
-            "data.test_fraction"
-        )
-    return batch, min(steps, settings.steps_per_epoch or steps)
+    """(batch per rank, steps per epoch) of the shards the ranks hold (collective), refusing
+    data too small for them in one line (:func:`~evogan.gan3d.training.data_fit.epoch_shape`)."""
+    smallest = world.allreduce(len(shard), op=MPI.MIN)
+    return epoch_shape(settings, spec_batch, smallest, len(held_out))
 
 
 def manifest(

@@ -30,8 +30,6 @@ from evogan.seeding import torch_generator
 from evogan.store import BEST_MODEL, MetricsWriter, RunDir
 
 GENERATE_BATCH = 128
-MIN_VALIDATION_EVENTS = 8
-"""The score's floor compares two halves of the reference, each of at least 4 showers."""
 
 
 def generator_buffers(generator: torch.nn.Module) -> list[torch.Tensor]:
