@@ -47,7 +47,7 @@ from evogan.gan3d.training.epoch_loop import (
     chunk_source,
     draw_learning_curve,
 )
-from evogan.gan3d.training.estimate import cpu_estimate
+from evogan.gan3d.training.estimate import LONG_EPOCH_S, EpochEstimate
 from evogan.gan3d.training.modes import Mode, ParallelGanStep, mode_for
 from evogan.gan3d.training.outputs import FinishedRun, save_models, summary
 from evogan.gan3d.training.resume import open_run, resume_command
@@ -68,13 +68,15 @@ class Opening:
     """Which run directory a training opens: a new one (``run_dir``, or one made under
     ``run.root``), or with ``resume`` the one ``run_dir`` holds, continued from its last
     committed checkpoint; ``until``: the epoch a resumed run must not have reached yet (None:
-    any); ``announce``: say what data it reads and, on a CPU, how long a long epoch will take
-    (a search says the data once for all its short trainings)."""
+    any); ``announce``: say what data it reads and, on a CPU, how long an epoch of more than
+    ``long_epoch_s`` seconds will take (a search says the data once for all its short
+    trainings)."""
 
     run_dir: Path | None = None
     resume: bool = False
     until: int | None = None
     announce: bool = True
+    long_epoch_s: float = LONG_EPOCH_S
 
 
 class GanTrainer:
@@ -122,6 +124,7 @@ class GanTrainer:
         self.cadence = Cadence(world, stop, self.mode.replicas, *every)
         plan = EpochPlan(settings, config.seed, config.checkpoint.every_epochs, *self.shape)
         chunks = chunk_source(shard, config.data.chunk_events)
+        self.estimate = self._estimate(opening)
         parts = LoopParts(
             self.mode,
             self.layout,
@@ -130,7 +133,7 @@ class GanTrainer:
             chunks,
             self.cadence,
             validation,
-            self._estimate if opening.announce and self.setup.device == "cpu" else None,
+            None if self.estimate is None else self.estimate.first_step,
         )
         self.loop = EpochLoop(plan, parts, serial)
         self.validation = validation
@@ -238,6 +241,8 @@ class GanTrainer:
         closes and raises :class:`RunStopped` with the command that resumes it."""
         for text in self.setup.hints:  # training starts: nothing can refuse it now
             hint(text)
+        if self.estimate is not None:
+            self.estimate.at_start()
         target = self.config.trainer.epochs if epochs is None else self.position.epoch + epochs
         outcome = self.loop.run_epochs(self.position, target, self.on_step)
         if outcome.stopped:
@@ -322,13 +327,16 @@ class GanTrainer:
             self.parallel.release()  # local
             self._end_tracking(exc, [])
 
-    def _estimate(self, step_s: float) -> None:
-        """Say how long an epoch will take where it is long (:mod:`.estimate`)."""
-        batch, steps = self.shape
-        data, spec = self.config.data, self.config.spec
-        line = cpu_estimate(step_s, steps, batch * self.world.size, data.detector, spec.name)
-        if line is not None:
-            hint(line)
+    def _estimate(self, opening: Opening) -> EpochEstimate | None:
+        """What this training says of a long epoch on a CPU (:mod:`.estimate`); None on GPUs
+        and where ``opening`` announces nothing."""
+        if not opening.announce or self.setup.device != "cpu":
+            return None
+        config, (batch, steps) = self.config, self.shape
+        forward, ranks, detector = self.setup.forward, self.world.size, config.data.detector
+        return EpochEstimate(
+            config.spec, forward, batch, steps, ranks, detector, opening.long_epoch_s
+        )
 
     def _validation(self, held_out: Any, best: float | None) -> TrainingValidation:
         config = self.config
