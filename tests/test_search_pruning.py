@@ -155,7 +155,7 @@ def _check_progress(result: subprocess.CompletedProcess[str], candidates: int) -
     reports = [line for line in out if line.startswith("search: candidate ")]
     assert all("best so far" in line and "ETA" in line for line in reports)
     data = [line for line in out if line.startswith("data: ")]
-    assert len(data) == 2 and "synthetic data" in data[0], out  # made, or read from the cache
+    assert len(data) == 2 and "synthetic" in data[0], out  # made, or read from the cache
     assert data[1].startswith("data: 48 "), out
     assert out[: len(data)] == data, "the data are said once, before the campaign starts"
     rest = out[len(data) :]
