@@ -83,6 +83,13 @@ def benchmarks(quick: bool, out: Path) -> dict[str, list[str]]:
             "--threads",
             "1",
         ],
+        "inference": [  # generation's core-ms per shower against the matmul rate
+            py,
+            str(SCRIPTS / "bench_inference.py"),
+            "--out",
+            str(out / "inference.json"),
+            *(["--quick"] if quick else []),
+        ],
         "gan_parallel": [
             *mpirun_prefix(2),
             py,

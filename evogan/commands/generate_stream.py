@@ -72,7 +72,11 @@ def showers(
     spec, generator, conditions: Conditions, request: Request, span: tuple[int, int]
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]]:
     """(showers GeV, energies, angles, event numbers) of the events in ``span``, a whole grid
-    batch run for each piece; the generator keeps no batch while it makes the next."""
+    batch run for each piece; the generator keeps no batch while it makes the next. The
+    generator's inference form is built once, for every batch."""
+    from evogan.gan3d.model.inference import inference_generator
+
+    generator = inference_generator(spec, generator, request.precision)
     size = request.batch
     for start in range(span[0] // size * size, span[1], size):
         yield _batch(spec, generator, conditions, request, start, span)

@@ -67,6 +67,46 @@ def phase_weights(weight: torch.Tensor, factors: tuple[int, int, int]) -> torch.
     return phased.reshape(-1, weight.shape[1], *taps)
 
 
+def phase_plan(
+    grid: tuple[int, ...],
+    factors: tuple[int, int, int],
+    kernel: tuple[int, ...],
+    pads: tuple[tuple[int, int], ...],
+) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...], tuple[int, ...]]:
+    """The phase form's zero padding of the small input ((before, after) cells per axis), and
+    where the block's output starts in the shuffled phase result and how long it is, for an
+    input of ``grid`` cells and ``pads`` (before, after) zero cells per axis of the upsampled
+    grid. ``c = ceil(before / s)`` zero input cells in front stand for the padding, the output
+    starts ``c * s - before`` cells into the phase result, and zero cells at the end cover the
+    last window."""
+    taps = phase_taps(factors, kernel)
+    padding, offsets, lengths = [], [], []
+    for n, s, k, j, (lo, hi) in zip(grid, factors, kernel, taps, pads, strict=True):
+        length = n * s + lo + hi - k + 1
+        cells = -(-lo // s)
+        offset = cells * s - lo
+        last = (offset + length - 1) // s + j - 1  # the last input cell (padded) a window reads
+        padding.append((cells, max(0, last - (cells + n - 1))))
+        offsets.append(offset)
+        lengths.append(length)
+    return tuple(padding), tuple(offsets), tuple(lengths)
+
+
+def phase_shuffle(
+    y: torch.Tensor,
+    factors: tuple[int, int, int],
+    offsets: tuple[int, ...],
+    lengths: tuple[int, ...],
+) -> torch.Tensor:
+    """The phase convolution's output ``(N, O * s1 * s2 * s3, u1, u2, u3)`` (any strides) as the
+    block's ``(N, O, *lengths)``: depth to space, then the window at ``offsets``."""
+    n, u = y.shape[0], y.shape[2:]
+    y = y.unflatten(1, (-1, *factors)).permute(0, 1, 5, 2, 6, 3, 7, 4)
+    y = y.reshape(n, -1, u[0] * factors[0], u[1] * factors[1], u[2] * factors[2])
+    (a, b, c), (la, lb, lc) = offsets, lengths
+    return y[:, :, a : a + la, b : b + lb, c : c + lc]
+
+
 def upsampled_conv3d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -74,34 +114,16 @@ def upsampled_conv3d(
     factors: tuple[int, int, int],
     pads: tuple[tuple[int, int], ...],
 ) -> torch.Tensor:
-    """``conv3d(pad(upsample_nearest(x, factors), pads), weight, bias)`` in the phase form.
-
-    ``pads`` holds (before, after) zero cells per axis of the upsampled grid. ``c = ceil(before
-    / s)`` zero input cells in front stand for the padding, the output starts ``c * s - before``
-    cells into the phase result, and zero cells at the end cover the last window.
-    """
-    taps = phase_taps(factors, tuple(weight.shape[2:]))
-    front, back, offsets, lengths = [], [], [], []
-    for n, s, k, j, (lo, hi) in zip(
-        x.shape[2:], factors, weight.shape[2:], taps, pads, strict=True
-    ):
-        length = n * s + lo + hi - k + 1
-        cells = -(-lo // s)
-        offset = cells * s - lo
-        last = (offset + length - 1) // s + j - 1  # the last input cell (padded) a window reads
-        front.append(cells)
-        back.append(max(0, last - (cells + n - 1)))
-        offsets.append(offset)
-        lengths.append(length)
-    padded = F.pad(x, (front[2], back[2], front[1], back[1], front[0], back[0]))
+    """``conv3d(pad(upsample_nearest(x, factors), pads), weight, bias)`` in the phase form
+    (:func:`phase_plan`); ``pads`` holds (before, after) zero cells per axis of the upsampled
+    grid."""
+    kernel = tuple(weight.shape[2:])
+    padding, offsets, lengths = phase_plan(tuple(x.shape[2:]), factors, kernel, pads)
+    (xa, xb), (ya, yb), (za, zb) = padding
+    padded = F.pad(x, (za, zb, ya, yb, xa, xb))
     phased_bias = None if bias is None else bias.repeat_interleave(math.prod(factors))
     y = F.conv3d(padded, phase_weights(weight, factors), phased_bias)
-    n, o = y.shape[0], weight.shape[0]
-    u = y.shape[2:]
-    y = y.view(n, o, *factors, *u).permute(0, 1, 5, 2, 6, 3, 7, 4)
-    y = y.reshape(n, o, u[0] * factors[0], u[1] * factors[1], u[2] * factors[2])
-    (a, b, c), (la, lb, lc) = offsets, lengths
-    return y[:, :, a : a + la, b : b + lb, c : c + lc]
+    return phase_shuffle(y, factors, offsets, lengths)
 
 
 def fft_size(n: int, primes: tuple[int, ...] | None = None) -> int:

@@ -4,7 +4,10 @@
 stream; :func:`generate_events` runs it for numbered events, whose conditions
 (:func:`event_conditions`) and noise are each a pure function of a seed and the event's number,
 so that a generation split over ranks and chunks, or one event made again alone, gives the same
-showers. :func:`score_generator` scores showers with :class:`evogan.physics.Reference` (the one
+showers. Each runs the generator's inference form
+(:func:`~evogan.gan3d.model.inference.inference_generator`: an eval-mode copy, its blocks on the
+CPU's C kernel in float32), built once per call or passed in built. :func:`score_generator`
+scores showers with :class:`evogan.physics.Reference` (the one
 definition of the selection score).
 """
 
@@ -17,6 +20,7 @@ import numpy as np
 import torch
 
 from evogan.gan3d.model.blocks import event_keys, event_uniform
+from evogan.gan3d.model.inference import InferenceGenerator, inference_generator
 from evogan.gan3d.model.networks import Generator, sample, sample_events, to_gev
 from evogan.gan3d.model.precision import ForwardOptions
 from evogan.gan3d.model.spec import GanSpec
@@ -25,7 +29,7 @@ from evogan.physics.score import Reference, Validation, worst_validation
 
 def generate_showers(
     spec: GanSpec,
-    generator: Generator,
+    generator: Generator | InferenceGenerator,
     energy: np.ndarray,
     theta: np.ndarray | None,
     rng: torch.Generator,
@@ -35,33 +39,29 @@ def generate_showers(
 ) -> np.ndarray:
     """Showers in GeV (n, X, Y, Z) for primaries ``energy`` (GeV) and angles ``theta`` (rad).
 
-    The generator runs in eval mode (batch-norm moving averages), batch by batch, with noise
-    drawn from ``rng``; the spec's cell transform is undone, so the output compares with data.
-    ``on_batch(n)`` is called after each batch of ``n`` showers (progress displays).
-    ``precision="bf16"`` runs the generator under bfloat16 autocast (2-3x faster on CPUs with
-    AMX, docs/performance.md): its output cells keep bf16's 8 bits, and the cell transform is
-    undone in float32.
+    The generator runs in eval mode (batch-norm moving averages; its inference form), batch by
+    batch, with noise drawn from ``rng``; the spec's cell transform is undone, so the output
+    compares with data. ``on_batch(n)`` is called after each batch of ``n`` showers (progress
+    displays). ``precision="bf16"`` runs the generator in bfloat16 (about 2x faster on CPUs with
+    AVX512-BF16 or AMX, docs/performance.md): its convolutions read bf16's 8 bits of each
+    input and weight, and the cell transform is undone in float32.
     """
-    device = next(generator.parameters()).device
+    form = inference_generator(spec, generator, precision)
+    device = next(form.parameters()).device
     energy_t = torch.as_tensor(np.asarray(energy, dtype=np.float32)).reshape(-1)
     theta_t = None if theta is None else torch.as_tensor(np.asarray(theta, dtype=np.float32))
     out = np.empty((len(energy_t), *spec.output_shape), dtype=np.float32)
     autocast = ForwardOptions(precision).autocast(device)
-    was_training = generator.training
-    generator.eval()
-    try:
-        with torch.no_grad():
-            for lo in range(0, len(energy_t), batch_size):
-                hi = min(lo + batch_size, len(energy_t))
-                angle = None if theta_t is None else theta_t[lo:hi].to(device)
-                with autocast:
-                    showers = sample(spec, generator, energy_t[lo:hi].to(device), angle, rng)
-                cells = to_gev(spec, showers.float())
-                torch.from_numpy(out[lo:hi]).copy_(cells)  # no host temporary
-                if on_batch is not None:
-                    on_batch(hi - lo)
-    finally:
-        generator.train(was_training)
+    with torch.inference_mode():
+        for lo in range(0, len(energy_t), batch_size):
+            hi = min(lo + batch_size, len(energy_t))
+            angle = None if theta_t is None else theta_t[lo:hi].to(device)
+            with autocast:
+                showers = sample(spec, form, energy_t[lo:hi].to(device), angle, rng)
+            cells = to_gev(spec, showers.float())
+            torch.from_numpy(out[lo:hi]).copy_(cells)  # no host temporary
+            if on_batch is not None:
+                on_batch(hi - lo)
     return out
 
 
@@ -90,7 +90,7 @@ def event_conditions(
 
 def generate_events(
     spec: GanSpec,
-    generator: Generator,
+    generator: Generator | InferenceGenerator,
     energy: np.ndarray,
     theta: np.ndarray | None,
     seed: int,
@@ -103,26 +103,22 @@ def generate_events(
     the other events of the batch; bit for bit it also depends on the batch's size and its
     place in it, as the matrix products round. Eval mode and ``precision`` as
     :func:`generate_showers`."""
-    device = next(generator.parameters()).device
+    form = inference_generator(spec, generator, precision)
+    device = next(form.parameters()).device
     energy_t = torch.from_numpy(np.ascontiguousarray(energy, np.float32)).reshape(-1).to(device)
     theta_t = None if theta is None else torch.from_numpy(np.ascontiguousarray(theta, np.float32))
     numbers = torch.from_numpy(np.ascontiguousarray(events, np.int64)).reshape(-1)
     autocast = ForwardOptions(precision).autocast(device)
-    was_training = generator.training
-    generator.eval()
-    try:
-        with torch.no_grad():
-            with autocast:
-                angle = None if theta_t is None else theta_t.to(device)
-                showers = sample_events(spec, generator, energy_t, angle, seed, numbers)
-            return to_gev(spec, showers.float()).cpu().numpy()
-    finally:
-        generator.train(was_training)
+    with torch.inference_mode():
+        with autocast:
+            angle = None if theta_t is None else theta_t.to(device)
+            showers = sample_events(spec, form, energy_t, angle, seed, numbers)
+        return to_gev(spec, showers.float()).cpu().numpy()
 
 
 def generate_numbered(
     spec: GanSpec,
-    generator: Generator,
+    generator: Generator | InferenceGenerator,
     energy: np.ndarray,
     theta: np.ndarray | None,
     seed: int,
@@ -134,6 +130,7 @@ def generate_numbered(
     ``batch_size`` from event 0 (a short last one padded with its last event's conditions):
     bit for bit the showers ``evogan generate --seed`` writes for these conditions (its
     ``--conditions-from``), so a generator scores the same from its file as from its showers."""
+    form = inference_generator(spec, generator, precision)
     out = np.empty((len(energy), *spec.output_shape), dtype=np.float32)
     for lo in range(0, len(energy), batch_size):
         hi = min(lo + batch_size, len(energy))
@@ -141,7 +138,7 @@ def generate_numbered(
         angle = None if theta is None else np.pad(theta[lo:hi], pad, mode="edge")
         events = np.arange(lo, lo + batch_size, dtype=np.int64)
         batch = np.pad(energy[lo:hi], pad, mode="edge")
-        made = generate_events(spec, generator, batch, angle, seed, events, precision)
+        made = generate_events(spec, form, batch, angle, seed, events, precision)
         out[lo:hi] = made[: hi - lo]
         if on_batch is not None:
             on_batch(hi - lo)

@@ -7,7 +7,10 @@ voxel array out.
 from its random stream and undoes the cell transform; the shower writer then converts GeV to the
 file's unit and (CaloChallenge) flattens the grid. :class:`ShowerGraph` does the same with the
 random draws as inputs, so a C++ framework draws them itself (:func:`graph_inputs` names and
-describes every input).
+describes every input). The graph holds the generator's own layers (each block's phase form
+where it has one), not the C kernel of the inference form ``generate`` runs on a CPU
+(:mod:`evogan.gan3d.model.inference`), which is no ONNX operator: ONNX Runtime runs its own
+kernels on it, to float32 rounding of ``generate``'s showers.
 """
 
 from __future__ import annotations
