@@ -24,8 +24,9 @@
  * two AVX2 or four NEON registers elsewhere), output channels in register groups of up to 8.
  * Every cell is summed in one float in the same order (channel, then tap) whatever its lane,
  * batch or thread, so its bits do not depend on the batch, its place in it or the thread count.
- * Work items (a batch member, a group of output channels and an x-plane) are split across POSIX
- * threads. The input is read up to SLACK floats past its last cell (the caller allocates them).
+ * Work items (a batch member, a group of output channels and an x-plane) are taken by POSIX
+ * threads in runs of a few from a shared counter, so a core that another process slows takes
+ * fewer (a static split waits for the slowest). The input is read up to SLACK floats past its last cell (the caller allocates them).
  *
  * With AVX512-BF16 (Zen 4, Cooper Lake, Sapphire Rapids and later) the same convolution also
  * runs on bfloat16 inputs and weights with float32 sums (VDPBF16PS: two products per lane, twice
@@ -65,7 +66,8 @@ struct job {
     long C, O, X, Y, Z, XO, ZO, L, taps, groups;
     int act, bf16;
     float slope;
-    long first, last; /* work items [first, last) */
+    long items, run; /* work items, taken `run` at a time from *next */
+    long *next;
 };
 
 static inline vw activate(const struct job *j, vw v, long o) {
@@ -203,17 +205,23 @@ static const block_fn PAIRS[GROUP + 1] = {0};
 #endif
 static const int WIDTH[GROUP + 1] = {0, 8, 6, 6, 5, 4, 4, 3, 3}; /* R of each block */
 
-static void *run(void *argument) {
+static void *work(void *argument) {
     const struct job *j = argument;
     const long YZ = j->Y * j->Z;
-    for (long item = j->first; item < j->last; item++) {
-        const long x = item % j->XO, g = (item / j->XO) % j->groups, n = item / (j->XO * j->groups);
-        const long o0 = g * GROUP, oc = j->O - o0 < GROUP ? j->O - o0 : GROUP;
-        const float *in = j->x + (n * j->C * j->X + x) * YZ;
-        const float *w = j->w + o0 * j->C * j->taps;
-        const long step = (long)WIDTH[oc] * VL;
-        const block_fn block = j->bf16 ? PAIRS[oc] : BLOCKS[oc];
-        for (long j0 = 0; j0 < j->L; j0 += step) block(j, in, w, n, x, o0, j0);
+    for (;;) {
+        const long first = __atomic_fetch_add(j->next, j->run, __ATOMIC_RELAXED);
+        if (first >= j->items) break;
+        const long last = first + j->run < j->items ? first + j->run : j->items;
+        for (long item = first; item < last; item++) {
+            const long x = item % j->XO, g = (item / j->XO) % j->groups;
+            const long n = item / (j->XO * j->groups);
+            const long o0 = g * GROUP, oc = j->O - o0 < GROUP ? j->O - o0 : GROUP;
+            const float *in = j->x + (n * j->C * j->X + x) * YZ;
+            const float *w = j->w + o0 * j->C * j->taps;
+            const long step = (long)WIDTH[oc] * VL;
+            const block_fn block = j->bf16 ? PAIRS[oc] : BLOCKS[oc];
+            for (long j0 = 0; j0 < j->L; j0 += step) block(j, in, w, n, x, o0, j0);
+        }
     }
     return NULL;
 }
@@ -224,8 +232,8 @@ static void *run(void *argument) {
  * compiler has no AVX512-BF16); place
  * and phase say where each kept cell goes (header); bias, scale and shift hold O floats each or
  * are NULL (scale and shift together). Returns 0, or -1 for bad arguments (sizes out of range,
- * a tap past the plane, a thread count out of range). A thread that cannot be started has its
- * share run by the caller. */
+ * a tap past the plane, a thread count out of range). Threads that cannot be started leave
+ * their items to the others. */
 int evogan_small_conv(const float *x, const float *w, const float *bias, const float *scale,
                       const float *shift, float *out, const long *shape, const long *tap,
                       const long *place, const long *phase, int act, float slope, int bf16,
@@ -241,19 +249,17 @@ int evogan_small_conv(const float *x, const float *w, const float *bias, const f
         if (tap[t] < 0 || tap[t] + (YO - 1) * Z + ZO > (X - XO + 1) * Y * Z) return -1;
     const long groups = (O + GROUP - 1) / GROUP, items = N * groups * XO;
     if (threads > items) threads = items > 0 ? (int)items : 1;
-    struct job jobs[MAX_THREADS];
+    long next = 0, run = items / (8L * threads);
+    const struct job job = {x, w, bias, scale, shift, out, tap, place, phase, C, O, X, Y, Z, XO,
+                            ZO, (YO - 1) * Z + ZO, taps, groups, act, bf16, slope, items,
+                            run > 4 ? 4 : run < 1 ? 1 : run, &next};
     pthread_t ids[MAX_THREADS];
     int started[MAX_THREADS] = {0};
-    for (int i = 0; i < threads; i++)
-        jobs[i] = (struct job){x, w, bias, scale, shift, out, tap, place, phase, C, O, X, Y, Z, XO,
-                               ZO, (YO - 1) * Z + ZO, taps, groups, act, bf16, slope,
-                               items * i / threads, items * (i + 1) / threads};
-    for (int i = 1; i < threads; i++) started[i] = pthread_create(&ids[i], NULL, run, &jobs[i]) == 0;
-    run(&jobs[0]);
-    for (int i = 1; i < threads; i++) {
+    for (int i = 1; i < threads; i++)
+        started[i] = pthread_create(&ids[i], NULL, work, (void *)&job) == 0;
+    work((void *)&job);
+    for (int i = 1; i < threads; i++)
         if (started[i]) pthread_join(ids[i], NULL);
-        else run(&jobs[i]);
-    }
     return 0;
 }
 
