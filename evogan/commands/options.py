@@ -109,8 +109,8 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
         "--precision",
         choices=("float32", "bf16"),
         default="float32",
-        help="float32 (default) or bf16: the generator under bfloat16 autocast, 2-3x faster on "
-        "CPUs with AMX; cells keep bf16's 8 bits (docs/tutorials/gan.md)",
+        help="float32 (default) or bf16: the generator's convolutions on bfloat16 inputs and "
+        "weights, about 2x faster on CPUs with AVX512-BF16 or AMX (docs/tutorials/gan.md)",
     )
 
 

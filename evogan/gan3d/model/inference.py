@@ -127,11 +127,11 @@ class InferenceGenerator(nn.Module):
     ``precision`` on its device (module docstring); ``forward`` as the generator's.
 
     Where every block runs on the kernel, a large batch runs through the blocks in pieces of
-    about :data:`PIECE_BYTES` of activations (at least a shower per thread): a whole batch of
-    51x51x25 showers per layer left the caches and ran 1.8x slower at 128 showers than at 8
+    about :data:`PIECE_BYTES` of activations (at least a shower per thread): whole batches of
+    51x51x25 showers per layer took 1.5x the CPU time per shower at 128 showers as at 8
     (docs/history/benchmarks.md, "Generation near the CPU's limit"). The kernel's cells do not
-    depend on the batch, and per-cell noise is drawn per event number or for the whole batch
-    at once, so the pieces change no bit of the output."""
+    depend on the batch and numbered events draw their per-cell noise each for itself, so the
+    pieces change no bit of the output; noise drawn from a stream keeps the batch whole."""
 
     def __init__(self, spec: GanSpec, generator: Generator, precision: str = "float32") -> None:
         super().__init__()
