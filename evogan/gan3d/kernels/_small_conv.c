@@ -31,7 +31,7 @@
  * With AVX512-BF16 (Zen 4, Cooper Lake, Sapphire Rapids and later) the same convolution also
  * runs on bfloat16 inputs and weights with float32 sums (VDPBF16PS: two products per lane, twice
  * the multiply-adds of a float32 FMA): the input holds pairs of channels, each cell one 32-bit
- * word of (channel 2c, channel 2c + 1), as evogan_pack_pairs writes it, and the weights the same
+ * word of (channel 2c, channel 2c + 1), as evogan_pad writes it, and the weights the same
  * pairs per tap and output channel. Each cell's bits are again independent of its batch, place
  * and thread.
  */
@@ -266,10 +266,6 @@ int evogan_small_conv(const float *x, const float *w, const float *bias, const f
 /* Whether evogan_small_conv runs bfloat16 pairs here: 1, or 0. */
 int evogan_small_conv_bf16(void) { return HAVE_BF16; }
 
-/* dst[n][c][x][y][z] = the pair (src channel 2c, 2c + 1) of cell (x, y, z) of the padded grid,
- * as two bfloat16 (round to nearest even; a missing last channel and the padding are zeros),
- * with SLACK zero words after the last cell. src is [N][C][X][Y][Z] float32, contiguous; shape
- * = {N, C, X, Y, Z, pads (before, after) of the three axes}. Returns 0, or -1 for bad sizes. */
 static inline uint32_t bf16_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
@@ -277,32 +273,65 @@ static inline uint32_t bf16_bits(float f) {
     return (u + 0x7FFFU + ((u >> 16) & 1U)) >> 16;
 }
 
-int evogan_pack_pairs(const float *src, uint32_t *dst, const long *shape) {
+struct pad_job {
+    const float *src;
+    uint32_t *dst; /* 32-bit words: a float, or a pair of bfloat16 */
+    long C, X, Y, Z, xa, ya, za, XP, YP, ZP, channels, items, *next;
+    int pairs;
+};
+
+/* Padded plane `item` (a batch member's channel, or pair of channels) of a pad_job. */
+static void pad_plane(const struct pad_job *j, long item) {
+    const long n = item / j->channels, c = item % j->channels, XYZ = j->X * j->Y * j->Z;
+    const float *lo = j->src + (n * j->C + (j->pairs ? 2 * c : c)) * XYZ;
+    const float *hi = j->pairs && 2 * c + 1 < j->C ? lo + XYZ : NULL;
+    uint32_t *out = j->dst + item * j->XP * j->YP * j->ZP;
+    for (long x = 0; x < j->XP; x++)
+        for (long y = 0; y < j->YP; y++, out += j->ZP) {
+            const long sx = x - j->xa, sy = y - j->ya;
+            memset(out, 0, (size_t)j->ZP * sizeof *out);
+            if (sx < 0 || sx >= j->X || sy < 0 || sy >= j->Y) continue;
+            const float *row = lo + (sx * j->Y + sy) * j->Z;
+            if (!j->pairs) {
+                memcpy(out + j->za, row, (size_t)j->Z * sizeof *row);
+                continue;
+            }
+            const float *other = hi ? hi + (sx * j->Y + sy) * j->Z : NULL;
+            for (long z = 0; z < j->Z; z++)
+                out[j->za + z] = bf16_bits(row[z]) | (other ? bf16_bits(other[z]) << 16 : 0);
+        }
+}
+
+static void *pad_work(void *argument) {
+    const struct pad_job *j = argument;
+    for (long item; (item = __atomic_fetch_add(j->next, 1, __ATOMIC_RELAXED)) < j->items;)
+        pad_plane(j, item);
+    return NULL;
+}
+
+/* The kernel's input: src ([N][C][X][Y][Z] float32, contiguous) zero-padded, as float32
+ * ([N][C][XP][YP][ZP]) or with pairs = 1 as pairs of bfloat16 ([N][(C + 1) / 2][XP][YP][ZP]
+ * words of (channel 2c, 2c + 1), round to nearest even, a missing last channel zero), with
+ * SLACK zero words after the last cell; planes split across threads. shape = {N, C, X, Y, Z,
+ * pads (before, after) of the three axes}. Returns 0, or -1 for bad arguments. */
+int evogan_pad(const float *src, uint32_t *dst, const long *shape, int pairs, int threads) {
     const long N = shape[0], C = shape[1], X = shape[2], Y = shape[3], Z = shape[4];
     const long xa = shape[5], xb = shape[6], ya = shape[7], yb = shape[8], za = shape[9], zb = shape[10];
     if (N < 0 || C < 1 || X < 1 || Y < 1 || Z < 1 || xa < 0 || xb < 0 || ya < 0 || yb < 0 ||
-        za < 0 || zb < 0)
+        za < 0 || zb < 0 || pairs < 0 || pairs > 1 || threads < 1 || threads > MAX_THREADS)
         return -1;
-    const long XP = X + xa + xb, YP = Y + ya + yb, ZP = Z + za + zb, pairs = (C + 1) / 2;
-    uint32_t *out = dst;
-    for (long n = 0; n < N; n++)
-        for (long c = 0; c < pairs; c++) {
-            const float *lo = src + (n * C + 2 * c) * X * Y * Z;
-            const float *hi = 2 * c + 1 < C ? lo + X * Y * Z : NULL;
-            for (long x = 0; x < XP; x++)
-                for (long y = 0; y < YP; y++, out += ZP) {
-                    const long sx = x - xa, sy = y - ya;
-                    if (sx < 0 || sx >= X || sy < 0 || sy >= Y) {
-                        memset(out, 0, (size_t)ZP * sizeof *out);
-                        continue;
-                    }
-                    const long row = (sx * Y + sy) * Z;
-                    memset(out, 0, (size_t)za * sizeof *out);
-                    for (long z = 0; z < Z; z++)
-                        out[za + z] = bf16_bits(lo[row + z]) | (hi ? bf16_bits(hi[row + z]) << 16 : 0);
-                    memset(out + za + Z, 0, (size_t)zb * sizeof *out);
-                }
-        }
-    memset(out, 0, SLACK * sizeof *out);
+    const long channels = pairs ? (C + 1) / 2 : C;
+    long next = 0;
+    const struct pad_job job = {src, dst, C, X, Y, Z, xa, ya, za, X + xa + xb, Y + ya + yb,
+                                Z + za + zb, channels, N * channels, &next, pairs};
+    if (threads > job.items) threads = job.items > 0 ? (int)job.items : 1;
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int i = 1; i < threads; i++)
+        started[i] = pthread_create(&ids[i], NULL, pad_work, (void *)&job) == 0;
+    pad_work((void *)&job);
+    for (int i = 1; i < threads; i++)
+        if (started[i]) pthread_join(ids[i], NULL);
+    memset(dst + job.items * job.XP * job.YP * job.ZP, 0, SLACK * sizeof *dst);
     return 0;
 }

@@ -41,7 +41,7 @@ def kernel() -> ctypes.CDLL | None:
             + [ctypes.c_int, ctypes.c_float]
             + [ctypes.c_int] * 2,
             "evogan_small_conv_bf16": [],
-            "evogan_pack_pairs": [pointer] * 3,
+            "evogan_pad": [pointer] * 3 + [ctypes.c_int] * 2,
         },
     )
 
@@ -79,32 +79,23 @@ class Epilogue:
     shift: torch.Tensor | None = None
 
 
-def padded_input(x: torch.Tensor, pads: tuple[tuple[int, int], ...]) -> torch.Tensor:
-    """``x`` zero-padded by ``pads`` ((before, after) per grid axis), contiguous float32, with
-    :data:`SLACK` readable floats after its last cell."""
+def padded_input(
+    x: torch.Tensor, pads: tuple[tuple[int, int], ...], pairs: bool = False
+) -> torch.Tensor:
+    """``x`` zero-padded by ``pads`` ((before, after) per grid axis) as the kernel reads it,
+    with :data:`SLACK` zero words after its last cell: contiguous float32, or with ``pairs``
+    (N, C / 2, *grid) 32-bit words of two channels' bfloat16 (rounded to nearest even). Made
+    by the kernel's threads: a torch copy's OpenMP threads, spinning after it, slowed the
+    kernel's on a CPU of few cores."""
     n, c, *grid = x.shape
-    shape = (n, c, *(g + lo + hi for g, (lo, hi) in zip(grid, pads, strict=True)))
-    flat = torch.empty(math.prod(shape) + SLACK, dtype=torch.float32)
-    padded = flat[: math.prod(shape)].view(shape)
-    if any(cells for axis in pads for cells in axis):
-        padded.zero_()
-    (a, _), (b, _), (d, _) = pads
-    padded[:, :, a : a + grid[0], b : b + grid[1], d : d + grid[2]].copy_(x)
-    flat[-SLACK:].zero_()
-    return padded
-
-
-def paired_input(x: torch.Tensor, pads: tuple[tuple[int, int], ...]) -> torch.Tensor:
-    """``x`` zero-padded by ``pads`` as the bfloat16 kernel reads it: (N, C / 2, *grid) 32-bit
-    words of two channels' bfloat16 (rounded to nearest even), with :data:`SLACK` zero words
-    after the last cell."""
-    n, c, *grid = x.shape
-    shape = (n, (c + 1) // 2, *(g + lo + hi for g, (lo, hi) in zip(grid, pads, strict=True)))
-    flat = torch.empty(math.prod(shape) + SLACK, dtype=torch.int32)
+    cells = (g + lo + hi for g, (lo, hi) in zip(grid, pads, strict=True))
+    shape = (n, (c + 1) // 2 if pairs else c, *cells)
+    flat = torch.empty(math.prod(shape) + SLACK, dtype=torch.int32 if pairs else torch.float32)
     source = x.float().contiguous()
     sizes = torch.tensor([n, c, *grid, *(cells for axis in pads for cells in axis)])
-    if kernel().evogan_pack_pairs(source.data_ptr(), flat.data_ptr(), sizes.data_ptr()) != 0:
-        raise ValueError(f"the pair packing refused input {tuple(x.shape)}, pads {pads}")
+    threads = min(torch.get_num_threads(), MAX_THREADS)
+    if kernel().evogan_pad(source.data_ptr(), flat.data_ptr(), sizes.data_ptr(), pairs, threads):
+        raise ValueError(f"the padding kernel refused input {tuple(x.shape)}, pads {pads}")
     return flat[: math.prod(shape)].view(shape)
 
 
@@ -148,7 +139,7 @@ def small_conv3d(
     library = kernel()
     if library is None:
         raise RuntimeError("the generator's convolution kernel is not built")
-    x = paired_input(x, pads) if bf16 else padded_input(x, pads)
+    x = padded_input(x, pads, pairs=bf16)
     n, in_channels, *grid = x.shape
     cells = [g - k + 1 for g, k in zip(grid, kernel_size, strict=True)]
     _, ny, nz = grid
