@@ -22,7 +22,7 @@ from evogan.distributed.launcher import resume_line
 from evogan.errors import ConfigError, EvoganError
 from evogan.logs import hint
 from evogan.store.lock import claim
-from evogan.store.rundir import check_new_run_dir, check_run_name
+from evogan.store.rundir import check_named_run, check_new_run_dir, check_run_name
 
 CAMPAIGN_MANIFEST = "campaign.json"
 """``evogan.search.campaign.MANIFEST``, named here: importing ``evogan.search`` starts MPI."""
@@ -253,9 +253,20 @@ def config_for(args: argparse.Namespace, command: str, tasks: dict[str, str]) ->
         )
     for section in ("run", "campaign"):
         check_run_name(getattr(getattr(config, section, None), "name", None), f"{section}.name")
-    if args.run_dir is not None:  # before the data is read, not after
-        rank0_decides(lambda: check_new_run_dir(args.run_dir))
     return config
+
+
+def check_new_run(args: argparse.Namespace, config: BaseModel) -> None:
+    """Refuse a new run whose directory is taken (``--run-dir``, or ``run.name`` /
+    ``campaign.name`` under its root), as rank 0 sees it, before the data are read and torch
+    loads; the trainers ask again when they create it."""
+    if args.run_dir is not None:
+        rank0_decides(lambda: check_new_run_dir(args.run_dir))
+        return
+    section = "campaign" if hasattr(config, "campaign") else "run"
+    named = getattr(config, section, None)
+    if named is not None and named.name is not None:
+        rank0_decides(lambda: check_named_run(named.root, named.name, f"{section}.name"))
 
 
 RANK_RECORDS = {

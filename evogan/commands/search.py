@@ -9,6 +9,7 @@ from evogan.commands.data_checks import check_data
 from evogan.commands.options import (
     add_config_options,
     add_resume_options,
+    check_new_run,
     claim_resumed,
     config_for,
 )
@@ -28,7 +29,9 @@ def run(args: argparse.Namespace) -> int:
     config = config_for(args, "search", {"search": "evogan.search:run_search"})
     config.check_ranks(launched_ranks())  # before evogan.search.run loads torch and MPI
     source = args.config if args.resume is None else args.resume / "config.yaml"
-    if args.resume is not None:
+    if args.resume is None:
+        check_new_run(args, config)
+    else:
         claim_resumed(args, "search", config)
     check_data("search", config, source)
     from evogan.search import run_search

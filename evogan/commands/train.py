@@ -6,15 +6,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import shlex
+from collections.abc import Callable
 
 from evogan.commands.data_checks import check_data
 from evogan.commands.options import (
     add_config_options,
     add_resume_options,
+    check_new_run,
     claim_resumed,
     config_for,
 )
 from evogan.errors import EvoganError
+from evogan.regressor.one_process import refuse_several_ranks
 
 # Config task -> "module:function(config, run_dir[, resume=True]) -> RunDir" that trains it.
 TRAINERS = {
@@ -26,6 +29,9 @@ NOT_RESUMABLE = {
     "minutes): start a new one with evogan train {config} (a GA run resumes with "
     "evogan evolve --resume {run})",
 }
+FIRST_CHECKS: dict[str, Callable[[], None]] = {"regressor": refuse_several_ranks}
+"""Config task -> the refusal ``evogan train`` makes of it before any other (RMSprop under
+mpirun, from the launcher's environment before MPI loads)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
@@ -38,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    dispatch(TRAINERS, "train", args, NOT_RESUMABLE)
+    dispatch(TRAINERS, "train", args, NOT_RESUMABLE, FIRST_CHECKS)
     return 0
 
 
@@ -47,12 +53,19 @@ def dispatch(
     command: str,
     args: argparse.Namespace,
     not_resumable: dict[str, str] | None = None,
+    first_checks: dict[str, Callable[[], None]] | None = None,
 ) -> object:
     """Load the config (``CONFIG`` or the resumed run's) and call the function registered for
-    its task; a resumed run is locked and checked first, and the data checked from their
-    metadata, before the trainer's modules (torch, MPI) load, so a refusal comes at once."""
+    its task; the task's ``first_checks``, then a resumed run locked and checked or a new
+    run's directory checked, then the data checked from their metadata, all before the
+    trainer's modules (torch, MPI) load, so a refusal comes at once."""
     cfg = config_for(args, command, table)
-    if args.resume is not None:
+    first_check = (first_checks or {}).get(cfg.task)
+    if first_check is not None:
+        first_check()
+    if args.resume is None:
+        check_new_run(args, cfg)
+    else:
         refusal = (not_resumable or {}).get(cfg.task)
         if refusal is not None:
             config = shlex.quote(str(args.resume / "config.yaml"))

@@ -3,9 +3,9 @@
 order and MAPE shared by every method (``data``), the least-squares readout start
 (``readout``), weights as genomes with MAPE fitness (``problem``), the configured GA strategy
 and its schedules (``strategy``), the GA command and its island run (``evolve``, ``islands``,
-``island_report``), the RMSprop baseline (``rmsprop``) and their reports with the energy
-response (``report``; its resolution fit is calorimeter physics,
-:mod:`evogan.physics.resolution`).
+``island_report``), the RMSprop baseline (``rmsprop``; on one process only, ``one_process``)
+and their reports with the energy response (``report``; its resolution fit is calorimeter
+physics, :mod:`evogan.physics.resolution`).
 
 Names are imported on first use: the runs need MPI, which a user of the network alone should not
 start.

@@ -20,14 +20,13 @@ import torch
 from torch import Tensor
 
 from evogan.config.regressor import RegressorConfig
-from evogan.distributed.failure import launched_ranks
 from evogan.distributed.signals import check_stop
 from evogan.engine import Streams
-from evogan.errors import EvoganError
 from evogan.optimizer import RMSprop
 from evogan.progress import format_seconds
 from evogan.regressor.data import RegressorData, epoch_indices, load_and_check, mape
 from evogan.regressor.network import RegressorLayout, RegressorNet, batched_predict
+from evogan.regressor.one_process import refuse_several_ranks
 from evogan.regressor.readout import ReadoutStart, initial_networks
 from evogan.regressor.report import Progress, epoch_test_mape, finish_run, percent, start_run
 from evogan.store import RunDir
@@ -143,17 +142,6 @@ class StepProgress:
                 file=self.progress.stream,
                 flush=True,
             )
-
-
-def refuse_several_ranks() -> None:
-    """RMSprop is the one-process baseline: under mpirun every rank would write the same run
-    (or race for one ``--run-dir``), so every rank refuses before anything is written."""
-    ranks = launched_ranks()
-    if ranks > 1:
-        raise EvoganError(
-            f"evogan train for the regressor runs on one process (RMSprop), got {ranks} ranks; "
-            "run it without mpirun, or use evogan evolve for the island GA"
-        )
 
 
 def train_regressor(

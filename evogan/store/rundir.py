@@ -72,6 +72,24 @@ def check_under_root(base: Path, target: Path) -> None:
         )
 
 
+def run_root(root: str | Path | None) -> Path:
+    """The directory a run named by its config goes under: ``root``, else
+    :func:`evogan.settings.populations_dir`."""
+    return Path(root) if root is not None else populations_dir()
+
+
+def check_named_run(root: str | Path | None, name: str, key: str = "run.name") -> Path:
+    """The directory of a new run named ``name`` (set by ``key``) under ``root``
+    (:func:`run_root`), refused unless the name is plain, stays under the root and is free;
+    asked by the commands before the data are read and by :meth:`RunDir.create`."""
+    check_run_name(name, key)
+    base = run_root(root)
+    target = base / name
+    check_under_root(base, target)
+    check_new_run_dir(target)
+    return target
+
+
 def _missing_folders(target: Path) -> list[Path]:
     """The directories that making ``target`` creates, deepest first."""
     missing = []
@@ -102,20 +120,19 @@ class RunDir:
         (a numeric suffix keeps concurrent runs apart). An explicit directory that already
         holds files is refused so that no earlier run is overwritten.
         """
-        if path is None:
-            check_run_name(name)
-            base = Path(root) if root is not None else populations_dir()
-            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-            target = base / (name or f"{method}-{stamp}")
-            if name is None:
-                suffix = 1
-                while os.path.lexists(target):
-                    suffix += 1
-                    target = base / f"{method}-{stamp}-{suffix}"
-            check_under_root(base, target)
-        else:
+        if path is not None:
             target = Path(path)
-        check_new_run_dir(target)
+            check_new_run_dir(target)
+        elif name is not None:
+            target = check_named_run(root, name)
+        else:
+            base = run_root(root)
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+            target = base / f"{method}-{stamp}"
+            suffix = 1
+            while os.path.lexists(target):
+                suffix += 1
+                target = base / f"{method}-{stamp}-{suffix}"
         made = _missing_folders(target)
         try:
             target.mkdir(parents=True, exist_ok=True)
