@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from evogan.config.data import DataConfig
@@ -21,6 +22,7 @@ from evogan.gan3d.model.ensemble_members import (
     unique_members,
 )
 from evogan.gan3d.model.generate import score_generator
+from evogan.gan3d.model.inference import InferenceGenerator
 from evogan.gan3d.model.spec import GanSpec
 from evogan.physics import WORST_SCORE, Reference, worst_validation
 from evogan.physics.ensemble import combine, ensemble_moments
@@ -82,16 +84,22 @@ def test_failed_and_empty_members_score_worst(scored: dict) -> None:
 
 
 @pytest.mark.slow
-def test_members_see_the_same_noise_and_a_broken_one_scores_worst() -> None:
+def test_members_see_the_same_noise_and_a_broken_one_scores_worst(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     spec = tiny_spec()
     ecal, energy, theta = toy_showers(16, seed=1)
     reference = Reference.from_showers(ecal, energy, cell_threshold=THRESHOLD, bins=2)
     one = score_generator(reference, spec, tiny_generator(7), energy, theta, seed=3)
     two = score_generator(reference, spec, tiny_generator(7), energy, theta, seed=3)
     assert one.score == two.score and np.isfinite(one.score)
-    broken = tiny_generator(7)
-    broken.forward = lambda _z: (_ for _ in ()).throw(RuntimeError("CUDA out of memory"))
-    result = score_generator(reference, spec, broken, energy, theta, seed=3)
+
+    def out_of_memory(_form: InferenceGenerator, _latent: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("CUDA out of memory")
+
+    # Generation runs the generator's inference form, so that is where the failure is put.
+    monkeypatch.setattr(InferenceGenerator, "forward", out_of_memory)
+    result = score_generator(reference, spec, tiny_generator(7), energy, theta, seed=3)
     assert result.score == WORST_SCORE and "out of memory" in result.to_json()["reason"]
 
 
