@@ -1,10 +1,11 @@
 """Small C kernels compiled on first use with the system C compiler, then cached.
 
 A kernel's source ships inside the package; it is compiled (``$CC`` or ``cc``) for the CPU it
-runs on into the cache directory, under a name keyed by source, flags, compiler and CPU, so
-nodes of another CPU type sharing a home directory build their own copy. Callers fall back to
-their pure torch/numpy code when no kernel can be had: a missing compiler is a hint
-(:func:`evogan.logs.hint`), a failed build a warning, each saying how to fix it.
+runs on into the kernel directory (:func:`evogan.settings.kernel_dir`), under a name keyed by
+source, flags, compiler and CPU, so nodes of another CPU type sharing a home directory build
+their own copy. Callers fall back to their pure torch/numpy code when no kernel can be had: a
+missing compiler is a hint (:func:`evogan.logs.hint`), a failed build a warning, each saying
+how to fix it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import warnings
 from pathlib import Path
 
 from evogan.logs import hint
-from evogan.settings import cache_dir, native_kernels
+from evogan.settings import kernel_dir, native_kernels
 
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC", "-pthread")
 
@@ -57,7 +58,7 @@ def _library_path(compiler: list[str], source: Path) -> Path:
     digest.update(source.read_bytes())
     for part in (" ".join(FLAGS), " ".join(compiler), version, _cpu_identity()):
         digest.update(b"\0" + part.encode())
-    return cache_dir() / "kernels" / f"{source.stem.lstrip('_')}-{digest.hexdigest()[:16]}.so"
+    return kernel_dir() / f"{source.stem.lstrip('_')}-{digest.hexdigest()[:16]}.so"
 
 
 def _build(compiler: list[str], source: Path, target: Path) -> None:
@@ -103,7 +104,8 @@ def load(source: Path, name: str, fallback: str, signatures: dict[str, list]) ->
     except OSError as error:
         warnings.warn(
             f"cannot build {name} ({error}), so {fallback}; check the C compiler and that "
-            "EVOGAN_CACHE_DIR is writable, or set EVOGAN_NATIVE=0 to silence this",
+            "EVOGAN_KERNEL_DIR (default: kernels/ in EVOGAN_CACHE_DIR) is writable, or set "
+            "EVOGAN_NATIVE=0 to silence this",
             RuntimeWarning,
             stacklevel=3,
         )

@@ -23,6 +23,13 @@ def cache_dir() -> Path:
     return _path("EVOGAN_CACHE_DIR", _path("XDG_CACHE_HOME", Path.home() / ".cache") / "evogan")
 
 
+def kernel_dir() -> Path:
+    """Where compiled C kernels are kept (``EVOGAN_KERNEL_DIR``, default ``kernels/`` in the
+    cache directory): apart from the data cache, so that runs each given their own data cache
+    (tests, per-job scratch folders) share one build per CPU type instead of compiling again."""
+    return _path("EVOGAN_KERNEL_DIR", cache_dir() / "kernels")
+
+
 def populations_dir() -> Path:
     """Default root of run directories (``EVOGAN_POPULATIONS``)."""
     return _path("EVOGAN_POPULATIONS", Path("populations"))

@@ -140,7 +140,7 @@ def test_without_a_compiler_one_hint_and_the_torch_path(fresh_kernel, monkeypatc
 
 def test_failed_build_warns_and_leaves_no_file(fresh_kernel, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("CC", "false")
-    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EVOGAN_KERNEL_DIR", str(tmp_path / "kernels"))
     with pytest.warns(RuntimeWarning, match="cannot build the fused evaluation kernel"):
         assert fused_eval.kernel() is None
     assert list((tmp_path / "kernels").iterdir()) == []
@@ -157,13 +157,21 @@ def test_native_switch_off_is_silent(fresh_kernel, monkeypatch, recwarn, caplog)
 
 
 @needs_compiler
-def test_build_lands_in_the_cache_dir_under_a_keyed_name(
-    fresh_kernel, monkeypatch, tmp_path
+@pytest.mark.parametrize("kernel_dir", [None, "elsewhere"])
+def test_build_lands_in_the_kernel_dir_under_a_keyed_name(
+    fresh_kernel, monkeypatch, tmp_path, kernel_dir
 ) -> None:
-    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path / "cache"))
+    if kernel_dir is None:  # the default: kernels/ in the data cache
+        monkeypatch.delenv("EVOGAN_KERNEL_DIR", raising=False)
+        folder = tmp_path / "cache" / "kernels"
+    else:
+        monkeypatch.setenv("EVOGAN_KERNEL_DIR", str(tmp_path / kernel_dir))
+        folder = tmp_path / kernel_dir
     assert fused_eval.kernel() is not None
-    built = sorted(p.name for p in (tmp_path / "kernels").iterdir())
+    built = sorted(p.name for p in folder.iterdir())
     assert len(built) == 1 and built[0].startswith("fused_eval-") and built[0].endswith(".so")
+    assert not (tmp_path / "cache").exists() or kernel_dir is None
 
 
 @needs_compiler
@@ -264,7 +272,7 @@ def test_avx512_blocks_give_the_avx2_bits(fresh_kernel, monkeypatch, tmp_path) -
     weights, x = _draw(layout, 6, 40, seed=2)
     x = x**8 * 3
     candidates = torch.cat([weights, point_mutation(weights[0], 8, 0.01, 0.1, 7, None)])
-    monkeypatch.setenv("EVOGAN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EVOGAN_KERNEL_DIR", str(tmp_path / "kernels"))
     results = []
     for extra in ([], ["-mno-avx512f"]):
         monkeypatch.setenv("CC", shlex.join([*native.compiler(), *extra]))
