@@ -243,8 +243,8 @@ def test_the_fft_convolution_generates_the_same_showers(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bf16_generation_stays_within_bf16_rounding_and_says_so(tmp_path: Path) -> None:
-    """``--precision bf16`` (the fast setting on CPUs with AMX) against float32 from the same
-    seed: every cell within 5% of the largest cell (measured up to 2.2% over three tiny
+    """``--precision bf16`` (the fast setting on CPUs with bf16 arithmetic) against float32 from
+    the same seed: every cell within 5% of the largest cell (measured up to 2.2% over three tiny
     generators: bf16 keeps 8 bits in every layer) and each shower's sum within 2% (measured up
     to 0.5%); the file records the precision."""
     reference, reference_attrs = _six_showers(tmp_path, "--precision", "float32")
@@ -255,14 +255,17 @@ def test_bf16_generation_stays_within_bf16_rounding_and_says_so(tmp_path: Path) 
     np.testing.assert_allclose(fast.sum(axis=(1, 2, 3)), sums, rtol=2e-2)
 
 
-AMX_HINT = "evogan: hint: this CPU has AMX bf16 tiles: --precision bf16 generates 2-3x faster"
+BF16_HINT = (
+    "evogan: hint: this CPU has bf16 arithmetic (AVX512-BF16 or AMX): --precision bf16 "
+    "generates about 2x faster"
+)
 
 
 @pytest.mark.parametrize(
     ("amx", "precision", "hinted"),
     [(True, "float32", True), (True, "bf16", False), (False, "float32", False)],
 )
-def test_float32_generation_on_an_amx_cpu_points_to_bf16_on_stderr(
+def test_float32_generation_on_a_bf16_cpu_points_to_bf16_on_stderr(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -270,12 +273,12 @@ def test_float32_generation_on_an_amx_cpu_points_to_bf16_on_stderr(
     precision: str,
     hinted: bool,
 ) -> None:
-    monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: amx)
+    monkeypatch.setattr(precision_module, "cpu_generates_bf16_faster", lambda: amx)
     monkeypatch.setattr(logs, "_said", set())
     _six_showers(tmp_path, "--precision", precision)
     captured = capsys.readouterr()
     assert captured.out.startswith("wrote 6 showers") and "AMX" not in captured.out
-    hints = [line for line in captured.err.splitlines() if line.startswith(AMX_HINT)]
+    hints = [line for line in captured.err.splitlines() if line.startswith(BF16_HINT)]
     assert len(hints) == hinted
 
 
@@ -283,10 +286,10 @@ def test_float32_generation_on_an_amx_cpu_points_to_bf16_on_stderr(
 def test_a_refused_generation_says_its_one_line_error_and_no_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The AMX query answers yes here whatever this CPU has: a refusal's stderr is its one
+    """The bf16 query answers yes here whatever this CPU has: a refusal's stderr is its one
     error line; the bf16 hint comes once the generation can go ahead, once per process, and
     ``EVOGAN_HINTS=0`` silences it."""
-    monkeypatch.setattr(precision_module, "cpu_has_amx_bf16", lambda: True)
+    monkeypatch.setattr(precision_module, "cpu_generates_bf16_faster", lambda: True)
     monkeypatch.setattr(logs, "_said", set())
     source = tmp_path / "four.h5"
     _shower_file(source, 4, (80.0, 100.0), seed=1)
@@ -301,7 +304,7 @@ def test_a_refused_generation_says_its_one_line_error_and_no_hint(
     for run in range(2):
         assert main([*args, str(tmp_path / f"run-{run}.h5")]) == 0
         said.append([line for line in capsys.readouterr().err.splitlines() if "AMX" in line])
-    assert len(said[0]) == 1 and said[0][0].startswith(AMX_HINT) and said[1] == []
+    assert len(said[0]) == 1 and said[0][0].startswith(BF16_HINT) and said[1] == []
     monkeypatch.setattr(logs, "_said", set())
     monkeypatch.setenv("EVOGAN_HINTS", "0")
     assert main([*args, str(tmp_path / "silenced.h5")]) == 0

@@ -193,13 +193,18 @@ def run(args: argparse.Namespace) -> int:
         from evogan.gan3d.training.setup import share_cores
 
         share_cores(comm)
-    hint_precision(args, device)
     for note in notes if comm is None or comm.rank == 0 else []:
         print(f"note: {note}", file=sys.stderr)
     attrs = {"generator": str(path), "spec": spec.name, "seed": args.seed}
     attrs.update(precision=args.precision, batch_size=args.batch_size, **drawn)
     seconds = write_showers(
-        args.out, comm, (spec, generator), conditions, request, _writer_options(spec, attrs)
+        args.out,
+        comm,
+        (spec, generator),
+        conditions,
+        request,
+        _writer_options(spec, attrs),
+        ready=lambda: hint_precision(args, device),
     )
     if comm is None or comm.rank == 0:
         _report(args, path, drawn, ranks, seconds)

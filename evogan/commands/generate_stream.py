@@ -100,10 +100,12 @@ def write_showers(
     conditions: Conditions,
     request: Request,
     writer_options: dict,
+    ready: Callable[[], None] = lambda: None,
 ) -> float:
     """Generate the request's events on every rank of ``comm`` (None: this process alone) into
     ``out`` (:mod:`evogan.data.rank_files`); returns the seconds the slowest rank took, from
-    its first batch until every part was in place."""
+    its first batch until every part was in place. ``ready()`` is called once nothing can
+    refuse the request any more (the disk has room, every part is open): hints go there."""
     from evogan.data.rank_files import rank_part
     from evogan.data.writer import stored_bytes
     from evogan.distributed.failure import all_succeeded
@@ -126,6 +128,7 @@ def write_showers(
         rank_part(out, comm, tuple(spec.output_shape), numbered=True, **writer_options) as append,
         progress(title, total=span[1] - span[0], unit="showers", show=rank == 0) as task,
     ):
+        ready()
         batch = first
         del first  # one batch in memory at a time
         while batch is not None:

@@ -115,15 +115,15 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
 
 
 def hint_precision(args: argparse.Namespace, device: str = "cpu") -> None:
-    """On a CPU with AMX tiles, hint that ``--precision bf16`` generates 2-3x faster than
-    float32 there (on stderr: stdout may hold a report). Call it once nothing can refuse the
-    command."""
-    from evogan.gan3d.model.precision import bf16_faster_here
+    """On a CPU with bfloat16 arithmetic (AVX512-BF16 or AMX), hint that ``--precision bf16``
+    generates about 2x faster than float32 there (on stderr: stdout may hold a report). Call
+    it once nothing can refuse the command."""
+    from evogan.gan3d.model.precision import bf16_generation_faster_here
 
-    if bf16_faster_here(device, args.precision):
+    if bf16_generation_faster_here(device, args.precision):
         hint(
-            "this CPU has AMX bf16 tiles: --precision bf16 generates 2-3x faster, with scores "
-            "within 0.01 of float32 (docs/tutorials/gan.md)"
+            "this CPU has bf16 arithmetic (AVX512-BF16 or AMX): --precision bf16 generates about "
+            "2x faster, with scores within 0.01 of float32 (docs/tutorials/gan.md)"
         )
 
 
