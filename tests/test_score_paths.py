@@ -48,7 +48,7 @@ def _showers(path: Path, events: int, seed: int) -> Path:
 
 
 def _validate(capsys: pytest.CaptureFixture, *args: str) -> dict:
-    assert main(["validate", *args, "--json", "--bins", str(BINS)]) == 0
+    assert main(["validate", *args, "--json", "--no-figures", "--bins", str(BINS)]) == 0
     return json.loads(capsys.readouterr().out)
 
 

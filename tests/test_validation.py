@@ -85,6 +85,11 @@ def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_
         image = imread(out / png)
         assert image.shape[1] > width and image.shape[0] > 600, png
         assert image[..., :3].std() > 0.05, png  # drawn, not blank
+    bare = tmp_path / "bare"
+    args = [str(files["gen"]), str(files["ref"]), "--bins", "3", "--out", str(bare)]
+    assert main(["validate", *args, "--no-figures"]) == 0
+    assert [p.name for p in bare.iterdir()] == ["score.json"]
+    assert json.loads((bare / "score.json").read_text())["score"] == report["score"]
 
 
 @pytest.mark.slow
@@ -98,9 +103,11 @@ def test_run_directory_ensemble_counts_each_generator_once(
     shutil.copy(files["g2"], run / "generators" / "rank-00001.h5")
     shutil.copy(files["g1"], run / "best_model.h5")
     args = [str(run), str(files["ref"]), "--events", "60", "--bins", "3"]
-    assert main(["validate", *args, "--ensemble", str(run), "--beta", "0.5"]) == 0
+    assert main(["validate", *args, "--ensemble", str(run), "--beta", "0.5", "--no-figures"]) == 0
     shown = capsys.readouterr().out
     report = json.loads((run / "validation" / "score.json").read_text())
+    assert report["files"] == [str(run / "validation" / "score.json")]
+    assert [p.name for p in (run / "validation").iterdir()] == ["score.json"]
     ensemble = report["ensemble"]
     identical, beyond = report["notes"]
     assert ensemble["members"] == 2 and "byte-identical" in identical
@@ -233,7 +240,7 @@ def test_a_directory_of_several_runs_is_refused_as_one_and_taken_as_an_ensemble(
     assert f"{candidate} holds the generators of 2 runs (member-0, member-1); pass one" in err
     assert f"or all as --ensemble {candidate}" in err
     args = [str(files["g1"]), str(files["ref"]), "--ensemble", str(candidate), "--out", str(out)]
-    assert main(["validate", *args, "--events", "24", "--bins", "2", "--json"]) == 0
+    assert main(["validate", *args, "--events", "24", "--bins", "2", "--json", "--no-figures"]) == 0
     ensemble = json.loads(capsys.readouterr().out)["ensemble"]
     assert ensemble["models"] == [str(files["g1"]), str(candidate / "member-1" / "best_model.h5")]
 
@@ -248,7 +255,9 @@ def test_a_window_no_detector_has_scores_warns_of_narrower_energies_and_refuses_
     ref = _write(tmp_path / "ref.h5", np.linspace(20.0, 80.0, 16), shape=(49, 49, 25))
     narrow = _write(tmp_path / "narrow.h5", np.linspace(20.0, 40.0, 12), shape=(49, 49, 25))
     two = ["--bins", "2"]
-    code = main(["validate", str(narrow), str(ref), *two, "--json", "--out", str(tmp_path / "v")])
+    code = main(
+        ["validate", str(narrow), str(ref), *two, "--json", "--no-figures", "--out", str(tmp_path)]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     warning = "warning: generated energies 20-40 GeV cover less than the reference's"

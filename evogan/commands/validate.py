@@ -6,7 +6,9 @@ output, or Geant4 against Geant4). The selection score of :mod:`evogan.physics.s
 printed next to its independent-sample floor, and with ``--calochallenge`` (automatic for
 cylindrical detectors) the CaloChallenge metric set of :mod:`evogan.physics.calochallenge`;
 ``score.json``, ``features.png``, ``profiles.png`` and ``calochallenge.png`` go to ``--out``
-(default ``RUN/validation`` for a run directory, else ``validation/`` beside GENERATED).
+(default ``RUN/validation`` for a run directory, else ``validation/`` beside GENERATED);
+``--no-figures`` writes ``score.json`` alone (the figures take most of a small validation's
+time: a loop over many checkpoints that reads only the scores skips them).
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str) -> None:
     parser.add_argument("reference", help="reference HDF5 shower file(s): path or glob")
     parser.add_argument("--out", type=Path, help="output directory (created if missing)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument(
+        "--no-figures",
+        action="store_true",
+        help="write score.json only, no figures (they take most of a small validation's time)",
+    )
     parser.add_argument(
         "--events", type=int, help=f"reference showers to use (default: {DEFAULT_EVENTS})"
     )
@@ -128,12 +135,12 @@ def run(args: argparse.Namespace) -> int:
         say(f"note: {note}")
     report["floor"] = _floor(reference)
     figures["calochallenge"] = calochallenge_section(
-        job.chunk, job.showers, job.models, args, report, view.detector
+        job.chunk, job.showers, job.models, args, report, view.detector, not args.no_figures
     )
     from evogan.commands.validate_report import calochallenge_table, print_summary, write_report
 
     report["reference"], report["notes"] = job.files, job.notes
-    write_report(report, figures, out, job.reference)
+    write_report(report, figures if not args.no_figures else None, out, job.reference)
     if args.json:
         from evogan.store import to_json
 

@@ -23,12 +23,13 @@ def calochallenge_section(
     args: argparse.Namespace,
     report: dict,
     detector: Detector | None = None,
+    draw: bool = True,
 ) -> dict | None:
     """The CaloChallenge metric set into ``report`` when asked for (or the detector is a
-    cylinder), and the figure data of both samples; None without generated showers in hand (a
-    generator's, the first of ``models``, are made again, same seed, only for the metric
-    set). ``detector``: the reference's, as read; None for a cell window no shipped detector
-    has, which gets no CaloChallenge section."""
+    cylinder), and the figure data of both samples (None when not ``draw``n); None without
+    generated showers in hand (a generator's, the first of ``models``, are made again, same
+    seed, only for the metric set). ``detector``: the reference's, as read; None for a cell
+    window no shipped detector has, which gets no CaloChallenge section."""
     from evogan.physics.calochallenge import calochallenge_metrics, figure_data
     from evogan.progress import progress
 
@@ -50,6 +51,8 @@ def calochallenge_section(
                 gen_flat, gen_energy, ref_flat, reference.energy, detector, seed=args.seed
             )
             task.advance(1)
+    if not draw:
+        return None
     return {
         "reference": figure_data(ref_flat, reference.energy, detector),
         "generated": figure_data(gen_flat, gen_energy, detector),

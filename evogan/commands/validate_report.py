@@ -134,15 +134,26 @@ def _cell(entry: dict, factor: float) -> str:
     return f" {value:.3g} ± {error:.2g}".rjust(CELL_WIDTH)  # apart even when wider than the cell
 
 
-def write_report(report: dict, figures: dict, out: Path, ref: Reference) -> None:
-    """``score.json`` and the figures (features, profiles, the CaloChallenge set) into ``out``."""
-    from evogan.physics.ensemble import observables
-    from evogan.plots.gan import plot_features, plot_profiles, summary_line
+def write_report(report: dict, figures: dict | None, out: Path, ref: Reference) -> None:
+    """``score.json`` and the figures (features, profiles, the CaloChallenge set; none when
+    ``figures`` is None) into ``out``."""
     from evogan.store import atomic_write, to_json
 
     out.mkdir(parents=True, exist_ok=True)
-    headline = summary_line(report["score"], report["floor"])
     written = [out / "score.json"]
+    if figures is not None:
+        written += _draw(report, figures, out, ref)
+    report["files"] = [str(p) for p in written]
+    atomic_write(out / "score.json", to_json(report, indent=2) + "\n")
+
+
+def _draw(report: dict, figures: dict, out: Path, ref: Reference) -> list[Path]:
+    """The figures' files, drawn into ``out``."""
+    from evogan.physics.ensemble import observables
+    from evogan.plots.gan import plot_features, plot_profiles, summary_line
+
+    headline = summary_line(report["score"], report["floor"])
+    written = []
     if figures["table"] is not None and (~figures["table"].bad).any():
         written.append(
             plot_features(
@@ -172,5 +183,4 @@ def write_report(report: dict, figures: dict, out: Path, ref: Reference) -> None
         from evogan.commands.validate_calochallenge import calochallenge_figure
 
         written.append(calochallenge_figure(challenge, out, figures["label"]))
-    report["files"] = [str(p) for p in written]
-    atomic_write(out / "score.json", to_json(report, indent=2) + "\n")
+    return written
