@@ -3,8 +3,8 @@
 before writing), SIGTERM to the ranks or SIGUSR1 to ``mpirun`` stops every rank with a
 resumable checkpoint (exit 75), even before the first generation finished, and the printed
 resume command completes the run; Ctrl-C to ``mpirun``, which ends the ranks before they can
-stop, leaves a run that resumes without ``--force``; a search campaign stops and resumes like a
-run."""
+stop, leaves a run that resumes without ``--force``. A search campaign's stop and resume:
+tests/test_search_campaign.py."""
 
 from __future__ import annotations
 
@@ -137,31 +137,6 @@ def test_sigusr1_to_mpirun_stops_every_rank_before_the_first_generation_ended(
     for island in (0, 1):
         assert list((run / f"checkpoints/island-{island:04d}").glob("gen-*.h5")), island
     assert not (run / "summary.json").exists()
-
-
-def test_sigterm_stops_a_search_campaign_with_75_and_resume_completes(tiny, tmp_path) -> None:
-    from tests.test_search_campaign import _config, _rows
-
-    config = _config(tmp_path, candidates=4, ranks_per_group=1)
-    out = tmp_path / "campaign"
-    process = launch(2, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
-    deadline = time.monotonic() + 120
-    while not _rows(out) and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.1)
-    terminate_ranks(process)
-    _, err = process.communicate(timeout=120)
-    assert process.returncode == EXIT_STOPPED, err[-3000:]
-    assert evogan_lines(err) == [
-        "evogan: stopped by a signal; resume with: "
-        f"mpirun -n 2 --oversubscribe evogan search --resume {out}"
-    ]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["stopped_by_signal"] and not summary["complete"]
-    assert json.loads((out / "status.json").read_text())["status"] == "stopped"
-    resumed = mpirun(2, ["-m", "evogan", "search", "--resume", str(out)], timeout=180)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert json.loads((out / "summary.json").read_text())["complete"]
-    assert len({row["id"] for row in _rows(out)}) == 4
 
 
 def test_ctrl_c_to_mpirun_leaves_a_run_that_resumes_without_force(tiny, tmp_path) -> None:

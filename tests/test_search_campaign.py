@@ -174,11 +174,12 @@ def test_children_with_matching_shapes_inherit_parent_weights(tmp_path: Path) ->
 @pytest.mark.slow
 def test_a_signal_on_a_groups_second_rank_stops_the_campaign(tmp_path: Path) -> None:
     """Only group leaders agree on a stop: a signal on another rank (``kill -TERM`` of one
-    process, a node's own shutdown) must reach its leader, as it does in ``evogan train``."""
+    process, a node's own shutdown) must reach its leader, as it does in ``evogan train``; the
+    campaign ends in one line with its resume command, and that command completes it."""
     out = tmp_path / "campaign"
     os.environ["EVOGAN_CACHE_DIR"] = _env(tmp_path)["EVOGAN_CACHE_DIR"]
     try:
-        job = launch(2, ["-m", "evogan", "search", str(_config(tmp_path, candidates=8)),
+        job = launch(2, ["-m", "evogan", "search", str(_config(tmp_path, candidates=4)),
                          "--run-dir", str(out)])  # fmt: skip
         deadline = time.monotonic() + 120
         while not _rows(out) and job.poll() is None and time.monotonic() < deadline:
@@ -188,9 +189,18 @@ def test_a_signal_on_a_groups_second_rank_stops_the_campaign(tmp_path: Path) -> 
     finally:
         del os.environ["EVOGAN_CACHE_DIR"]
     assert job.returncode == EXIT_STOPPED, err[-3000:]
-    assert f"evogan search --resume {out}" in err
-    assert len(_rows(out)) < 8
+    assert [line for line in err.splitlines() if line.startswith("evogan:")] == [
+        f"evogan: stopped by a signal; resume with: mpirun -n 2 --oversubscribe evogan search "
+        f"--resume {out}"
+    ]
+    assert len(_rows(out)) < 4
     assert json.loads((out / "status.json").read_text())["status"] == "stopped"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by_signal"] and not summary["complete"]
+    resumed = _resume(tmp_path, out, ranks=2)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((out / "summary.json").read_text())["complete"]
+    assert len({row["id"] for row in _rows(out)}) == 4
 
 
 def kill_after_rows(tmp_path: Path, config: Path, out: Path, rows: int, ranks: int = 4) -> int:
