@@ -9,16 +9,19 @@ loading are left out, writing is in); the launch's whole wall time is recorded b
 Target: rate(R) >= 0.8 R rate(1) with R ranks on R cores.
 
 Memory: the peak resident memory (``ru_maxrss``) of every rank of ``evogan generate`` at each
-count of ``--memory-events`` on ``--memory-ranks`` ranks; streaming means the peak is flat in
-the count (a few MB of difference between 10^4 and 10^6 showers).
+count of ``--memory-events`` on ``--memory-ranks`` ranks. Streaming keeps no array that grows
+with the count, but the peak is not yet flat: 0.2-0.3 GB more at 10^6 showers than at 10^4 on
+the EPYC VM, the C heap's fragmentation under batch-sized allocations (docs/history/
+benchmarks.md, "Streaming generation").
 
 The generator is a freshly initialised one of ``--config``'s spec (its weights do not change
 the cost), saved once in ``--out``; every output file is removed after its run, and the disk
-must hold the largest (the command refuses a request it cannot hold). One core runs the tiny
-spec at about 130 showers/s (7 ms/shower to generate, 0.7 ms to compress and write), so the
-defaults take about 1.5 hours on 2 idle cores, most of it the 10^6 showers.
+must hold the largest (the command refuses a request it cannot hold; 10^6 showers of the tiny
+spec take about 14 GB). One core runs the tiny spec at about 680 showers/s, so the defaults
+take about 20 minutes on 2 idle cores, most of it the 10^6 showers.
 
     python scripts/bench_generate.py --out /tmp/bench_generate     # the figures above
+    python scripts/bench_generate.py --out /tmp/bench_generate --rounds 0   # memory only
     python scripts/bench_generate.py --out /tmp/bench_generate --quick   # a minute: checks it runs
 
 Writes ``DIR/generate.json`` and prints a table.
@@ -154,13 +157,12 @@ def measure(args: argparse.Namespace) -> dict:
 
 def report(result: dict) -> None:
     """The table: median rate per rank count and its scaling, peak memory per count."""
-    medians = {
-        r: statistics.median(x["showers_per_s"] for x in runs) for r, runs in result["rate"].items()
-    }
+    rates = {r: runs for r, runs in result["rate"].items() if runs}  # --rounds 0: memory only
+    medians = {r: statistics.median(x["showers_per_s"] for x in runs) for r, runs in rates.items()}
     one = medians.get("1")
     print(f"\n{result['spec']}, batch {result['batch_size']}, {result['rate_events']:,} showers")
     print("ranks  showers/s (median; range)      vs R x one rank")
-    for ranks, runs in result["rate"].items():
+    for ranks, runs in rates.items():
         values = [x["showers_per_s"] for x in runs]
         share = f"{medians[ranks] / (int(ranks) * one):.2f}" if one else "-"
         print(
