@@ -11,8 +11,8 @@ Target: rate(R) >= 0.8 R rate(1) with R ranks on R cores.
 Memory: the peak resident memory (``ru_maxrss``) of every rank of ``evogan generate`` at each
 count of ``--memory-events`` on ``--memory-ranks`` ranks. Streaming keeps no array that grows
 with the count; on the EPYC VM one rank's peak was flat from 1.5 x 10^5 to 4 x 10^5 showers,
-and 2 ranks' grew by 0.2-0.3 GB from 10^4 to 10^6 showers, not yet explained
-(docs/history/benchmarks.md, "Streaming generation").
+and 2 ranks' was 0.15-0.3 GB higher at 10^6 showers than at 10^4, a swing of the C heap that
+differed by 0.15 GB between two runs (docs/history/benchmarks.md, "Streaming generation").
 
 The generator is a freshly initialised one of ``--config``'s spec (its weights do not change
 the cost), saved once in ``--out``; every output file is removed after its run, and the disk
