@@ -26,7 +26,7 @@ def calochallenge_section(
     draw: bool = True,
 ) -> dict | None:
     """The CaloChallenge metric set into ``report`` when asked for (or the detector is a
-    cylinder), and the figure data of both samples (None when not ``draw``n); None without
+    cylinder), and the figure data of both samples (None when ``draw`` is false); None without
     generated showers in hand (a generator's, the first of ``models``, are made again, same
     seed, only for the metric set). ``detector``: the reference's, as read; None for a cell
     window no shipped detector has, which gets no CaloChallenge section."""
