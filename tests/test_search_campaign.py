@@ -189,10 +189,11 @@ def test_a_signal_on_a_groups_second_rank_stops_the_campaign(tmp_path: Path) -> 
     finally:
         del os.environ["EVOGAN_CACHE_DIR"]
     assert job.returncode == EXIT_STOPPED, err[-3000:]
-    assert [line for line in err.splitlines() if line.startswith("evogan:")] == [
+    said = [line for line in err.splitlines() if line.startswith("evogan:")]
+    assert [line for line in said if not line.startswith("evogan: hint:")] == [
         f"evogan: stopped by a signal; resume with: mpirun -n 2 --oversubscribe evogan search "
         f"--resume {out}"
-    ]
+    ]  # hints depend on the CPU (AMX)
     assert len(_rows(out)) < 4
     assert json.loads((out / "status.json").read_text())["status"] == "stopped"
     summary = json.loads((out / "summary.json").read_text())
