@@ -69,16 +69,6 @@ def test_importing_the_package_root_loads_no_subpackage() -> None:
     assert _fresh_python(code).strip() == "[]"
 
 
-@pytest.mark.slow
-def test_a_training_rank_imports_scipy_only_when_it_scores() -> None:
-    """Every rank imports the trainer; only a validating one needs the score's scipy."""
-    code = (
-        "import sys, evogan.gan3d.training.trainer, evogan.physics; print('scipy' in sys.modules); "
-        "evogan.physics.Reference; print('scipy' in sys.modules)"
-    )
-    assert _fresh_python(code).split() == ["False", "True"]
-
-
 def test_the_page_lists_python_blocks_only_from_fenced_python() -> None:
     text = "a\n```python\nx = 1\n```\n```bash\nls\n```\n```python\ny = 2\n```\n"
     assert python_blocks(text) == ["x = 1\n", "y = 2\n"]

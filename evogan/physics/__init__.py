@@ -19,8 +19,8 @@ The score contract used by training and search::
     result = reference.score(gen_ecal, gen_energy)   # Validation; result.score: lower is better
     result.to_json(), reference.floor()
 
-The names are imported on first use (PEP 562): the score needs scipy (about 0.7 s to import),
-and a training rank that only takes a constant from ``features`` never scores.
+The names are imported on first use (PEP 562): a training rank that only takes a constant from
+``features`` never loads the scoring code.
 """
 
 from __future__ import annotations
