@@ -143,12 +143,16 @@ class MemberTraining:
         if not trainer.losses_finite():
             raise Diverged("training losses became NaN or infinite")
 
-    def run(self, run_dir: Path, seed: int, parent: Path | None) -> tuple[list[Path], int]:
-        """One member training; returns its generator file(s), one per member, and the epochs
-        inherited from ``parent`` (0: trained from scratch)."""
+    def run(
+        self, run_dir: Path, seed: int, parent: Path | None, result: Evaluation
+    ) -> list[Path]:
+        """One member training; returns its generator file(s), one per member. A start from
+        ``parent``'s weights is counted into ``result`` before training, so a member that then
+        diverges still says where it started."""
         group, budget = self.group, self.config.budget
         began = time.perf_counter()  # a seconds budget counts the first epoch too
         trainer, inherited = self.start(run_dir, seed, parent)
+        result.inherited += int(inherited > 0)
         with trainer:
             trainer.train()
             while budget.kind == "seconds" and trainer.losses_finite():
@@ -157,7 +161,7 @@ class MemberTraining:
                 trainer.train(epochs=1)
             trainer.save(learning_curve=False)  # a diverged member's still shows its metrics
         self.check(trainer)
-        return trainer.member_files(), inherited
+        return trainer.member_files()
 
 
 def step_hook(
@@ -210,9 +214,7 @@ def train_members(
     for t, seed in enumerate(seeds):
         run_dir = workdir / f"member-{first + t}"
         source = None if parent is None else parent / run_dir.name
-        made, epochs = training.run(run_dir, seed, source)
-        files += made
-        result.inherited += int(epochs > 0)
+        files += training.run(run_dir, seed, source, result)
     return files
 
 
