@@ -161,6 +161,21 @@ def evogan(
     )
 
 
+def evogan_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``evogan`` CLI in this process (:func:`evogan.cli.main`, what ``python -m
+    evogan`` calls), for commands that end before any launch: a subprocess would spend a
+    second importing torch to say one line."""
+    from evogan.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # the argument parser's refusals
+        code = exc.code if isinstance(exc.code, int) else 1
+    said = capsys.readouterr()
+    return subprocess.CompletedProcess(["evogan", *args], code, said.out, said.err)
+
+
 def launch(ranks: int, args: list[str]) -> subprocess.Popen:
     """Start ``python args...`` under ``mpirun -n ranks`` in its own session, without waiting
     for it to end; :func:`kill_job` ends it."""

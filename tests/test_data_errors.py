@@ -1,4 +1,5 @@
-"""Bad input files give one clear line and exit 2, never a traceback (through the CLI)."""
+"""Bad input files give one clear line and exit 2, never a traceback, through the CLI: in this
+process (``evogan.cli.main``), and for one case as a user runs it, in a process of its own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from evogan.config.data import DataConfig
 from evogan.data.reader import open_dataset
 from evogan.errors import DataError
 from evogan.store import save_weights
-from tests.conftest import evogan
+from tests.conftest import evogan, evogan_here
 from tests.data_fixtures import write_layout
 from tests.gan_fixtures import save_tiny_generator
 
@@ -77,13 +78,12 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.slow
-def test_bad_file_gives_one_line(tmp_path, case):
+def test_bad_file_gives_one_line(tmp_path, capsys, case):
     make, pattern = CASES[case]
     path = tmp_path / ("absent.h5" if make is None else "bad.h5")
     if make is not None:
         make(path)
-    result = evogan("data", "inspect", str(path))
+    result = evogan_here(capsys, "data", "inspect", str(path))
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evogan: error: "), result.stderr
@@ -91,9 +91,22 @@ def test_bad_file_gives_one_line(tmp_path, case):
     assert re.search(pattern, lines[0]), lines[0]
 
 
-def test_forced_layout_that_does_not_fit(tmp_path):
+@pytest.mark.slow
+def test_a_bad_file_is_one_line_from_a_process_of_its_own(tmp_path):
+    """As a user runs it: nothing that loads on the way (torch, MPI, h5py) adds a line."""
+    text = tmp_path / "bad.h5"
+    text.write_text("ECAL,energy\n1,2\n")
+    result = evogan("data", "inspect", str(text))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        f"evogan: error: data file {text} is not an HDF5 file; expected a 3DGAN or "
+        "CaloChallenge .h5 shower file"
+    ], result.stderr
+
+
+def test_forced_layout_that_does_not_fit(tmp_path, capsys):
     path = write_layout(tmp_path / "s.h5", "evogan", 2)
-    result = evogan("data", "inspect", str(path), "--set", "data.layout=fixed25")
+    result = evogan_here(capsys, "data", "inspect", str(path), "--set", "data.layout=fixed25")
     assert result.returncode == 2
     assert "missing dataset 'target'; keys present: ECAL, energy, eta, sum, theta" in result.stderr
     assert "Traceback" not in result.stderr
@@ -106,21 +119,22 @@ def _renamed_ecal(path):
     return path
 
 
-@pytest.mark.slow
-def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path):
+def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path, capsys):
     """The "set data.ecal_key" that an error advises is a setting inspect and validate take,
     and messages about the cells then name the file's own key."""
     path = _renamed_ecal(tmp_path / "hcal.h5")
-    refused = evogan("data", "inspect", str(path))
+    refused = evogan_here(capsys, "data", "inspect", str(path))
     assert refused.returncode == 2
     assert "missing dataset 'ECAL'; keys present: HCAL, energy" in refused.stderr
     assert "set data.ecal_key to the right key" in refused.stderr
-    read = evogan("data", "inspect", str(path), "--json", "--set", "data.ecal_key=HCAL")
+    read = evogan_here(
+        capsys, "data", "inspect", str(path), "--json", "--set", "data.ecal_key=HCAL"
+    )
     assert read.returncode == 0, read.stderr
     assert '"events": 6' in read.stdout
     with h5py.File(path, "r+") as f:
         f["HCAL"][4, 10, 11, 12] = np.nan
-    bad = evogan("data", "inspect", str(path), "--set", "data.ecal_key=HCAL")
+    bad = evogan_here(capsys, "data", "inspect", str(path), "--set", "data.ecal_key=HCAL")
     assert bad.returncode == 2
     assert "hcal.h5: HCAL of event 4 holds NaN or inf" in bad.stderr
 
@@ -134,9 +148,9 @@ def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path):
         ("data.layout=raw", "--set: data.layout = 'raw' is not allowed"),
     ],
 )
-def test_read_settings_are_checked(tmp_path, setting, message):
+def test_read_settings_are_checked(tmp_path, capsys, setting, message):
     path = write_layout(tmp_path / "s.h5", "evogan", 2)
-    result = evogan("data", "inspect", str(path), "--set", setting)
+    result = evogan_here(capsys, "data", "inspect", str(path), "--set", setting)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
@@ -148,13 +162,14 @@ def test_directory_and_unmatched_glob(tmp_path):
         open_dataset(DataConfig(files=[str(tmp_path / "run_*.h5")]))
 
 
-@pytest.mark.slow
-def test_validate_reads_a_reference_with_other_keys(tmp_path):
+def test_validate_reads_a_reference_with_other_keys(tmp_path, capsys):
     """validate reads the reference with the --set read settings: it gets past the key to
     the reference's size, refused before any scoring."""
     generated = write_layout(tmp_path / "generated.h5", "evogan", 40)
     reference = _renamed_ecal(tmp_path / "hcal.h5")
-    few = evogan("validate", str(generated), str(reference), "--set", "data.ecal_key=HCAL")
+    few = evogan_here(
+        capsys, "validate", str(generated), str(reference), "--set", "data.ecal_key=HCAL"
+    )
     assert few.returncode == 2, few.stderr
     assert few.stderr.strip().splitlines() == [
         "evogan: error: the floor compares two halves of the reference and needs at least 8 "
