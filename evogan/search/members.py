@@ -143,9 +143,7 @@ class MemberTraining:
         if not trainer.losses_finite():
             raise Diverged("training losses became NaN or infinite")
 
-    def run(
-        self, run_dir: Path, seed: int, parent: Path | None, result: Evaluation
-    ) -> list[Path]:
+    def run(self, run_dir: Path, seed: int, parent: Path | None, result: Evaluation) -> list[Path]:
         """One member training; returns its generator file(s), one per member. A start from
         ``parent``'s weights is counted into ``result`` before training, so a member that then
         diverges still says where it started."""
