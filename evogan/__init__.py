@@ -4,13 +4,18 @@ The package root exports the names of the Python API (docs/tutorials/python-api.
 engine (strategies, problems, random streams, results), the generic :class:`ModuleProblem` for one's
 own torch module and arrays, the regressor and 3DGAN entry points, the physics score, run
 directories and config loading. Names are resolved on first use (PEP 562), so ``import evogan``
-stays cheap (the CLI starts without torch) and the root imports no subpackage.
+stays cheap (the CLI starts without torch) and the root imports no subpackage; it arranges
+that torch, when something imports it, imports faster (:mod:`evogan.startup`).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from evogan.startup import pause_collector_for_torch_import
+
+pause_collector_for_torch_import()
 
 __version__ = "0.1.0"
 
