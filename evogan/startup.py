@@ -2,11 +2,11 @@
 
 Importing torch creates a few hundred thousand objects that live as long as the process. With
 the collector's default thresholds Python walks them again and again while they are being
-made: about 0.4 s of the 2-3 s that every process, and so every MPI rank, spends importing
-torch (docs/performance.md). The pause covers that one import, after which everything made so
-far is moved out of the collector's sight (``gc.freeze``: it would only walk it again); the
-collector runs as before for what comes after, and the module's loader is torch's own once it
-has loaded.
+made: about 0.6 s of the 2.3 s of CPU that every process, and so every MPI rank, spent
+importing the 3DGAN trainer (docs/performance.md). The pause covers that one import, after
+which everything made so far is moved out of the collector's sight (``gc.freeze``: it would
+only walk it again); the collector runs as before for what comes after, and the module's
+loader is torch's own once it has loaded.
 """
 
 from __future__ import annotations

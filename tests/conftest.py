@@ -65,7 +65,7 @@ def _compile_package() -> None:
     """Bytecode for evogan's own modules, written once per session where the environment says
     not to write it (``PYTHONDONTWRITEBYTECODE``, as in many CI containers): an editable
     install then has none, and every process the suite launches, some 400 ranks, would compile
-    about 150 modules from source again (0.23 s of CPU each). Installed packages such as torch
+    about 150 modules from source again (0.19 s of CPU each). Installed packages such as torch
     carry theirs from installation."""
     if sys.flags.dont_write_bytecode and "PYTEST_XDIST_WORKER" not in os.environ:
         compileall.compile_dir(REPO / "evogan", quiet=2)

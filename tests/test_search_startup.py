@@ -15,13 +15,12 @@ import numpy as np
 import pytest
 import yaml
 
-from evogan.cli import main
 from evogan.config.base import validate
 from evogan.config.search import SearchConfig
 from evogan.data.synthetic import write_synthetic
 from evogan.errors import EvoganError
 from evogan.search import Campaign, resolve_base
-from tests.conftest import REPO, kill_job, launch
+from tests.conftest import REPO, evogan_here, kill_job, launch
 from tests.data_fixtures import write_layout
 
 TINY = REPO / "configs" / "arch_search_tiny.yaml"
@@ -71,15 +70,6 @@ def _search(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def _search_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
-    """``evogan search ARGS`` through the CLI's ``main`` in this process (one rank)."""
-    code = main(["search", *args])
-    captured = capsys.readouterr()
-    return subprocess.CompletedProcess(
-        ["evogan", "search", *args], code, captured.out, captured.err
-    )
-
-
 def _one_error(result: subprocess.CompletedProcess[str]) -> str:
     """The one ``evogan: error:`` line of a job that exited 2."""
     assert result.returncode == 2, result.stderr[-3000:]
@@ -115,7 +105,7 @@ def test_a_start_that_fails_leaves_no_campaign(
     config = _config(tmp_path, data / data_file, ranks_per_group=1)
     out = tmp_path / "campaign"
     extra = ["--set", setting] if setting else []
-    line = _one_error(_search_here(capsys, str(config), "--run-dir", str(out), *extra))
+    line = _one_error(evogan_here(capsys, "search", str(config), "--run-dir", str(out), *extra))
     assert expected in line
     assert "--bins" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["search.yaml"]  # no dir, no temp file
@@ -150,7 +140,7 @@ def test_resume_refuses_fewer_candidates_than_trained(
         campaign.append("island-0", {"id": f"t{number:05d}", "status": "ok", "fitness": 1.0})
     stored = (campaign.path / "config.yaml").read_text()
     args = ["--resume", str(campaign.path), "--force", "--set", "candidates=2"]
-    line = _one_error(_search_here(capsys, *args))
+    line = _one_error(evogan_here(capsys, "search", *args))
     assert "candidates = 2 is not allowed" in line and "4 trained" in line
     assert (campaign.path / "config.yaml").read_text() == stored
 
