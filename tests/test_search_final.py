@@ -93,6 +93,35 @@ def test_final_counts_failures_as_worst_and_tests_against_the_baseline(tmp_path:
     assert "baseline, seed 14: nan: training losses" in table
 
 
+def test_several_tested_candidates_win_only_after_holms_correction(tmp_path: Path) -> None:
+    """Two candidates of one campaign, and two campaigns in one report, against one baseline:
+    each p-value is multiplied out over the tests made (Holm), in the summary and the table."""
+    from evogan.search.campaign_report import CampaignRecord, final_table
+
+    config = resolve_base(load_config(_config(tmp_path)), _config(tmp_path))
+    seeds = [11, 12, 13, 14]
+    entries = [
+        (name, config.spec, {"id": name, "fitness": 1.0, "genome": {}})
+        for name in ("t00001", "t00002")
+    ] + [(BASELINE, config.spec, None)]
+    outcomes = {(0, s): (1.0 + s / 10, "") for s in range(4)}  # below every baseline score
+    second = [1.0, 1.1, 3.5, 4.5]  # 3 of 16 pairs above the baseline's: p = 7/70
+    outcomes.update({(1, s): (second[s], "") for s in range(4)})
+    outcomes.update({(2, s): (3.0 + s, "") for s in range(4)})
+    final = build_final(config, entries, seeds, outcomes, wall_s=1.0)
+    first, other = final["candidates"]
+    assert first["p_value"] == pytest.approx(1 / 70) and other["p_value"] == pytest.approx(0.1)
+    assert first["p_holm"] == pytest.approx(2 / 70) and first["better"]
+    assert other["p_holm"] == pytest.approx(0.1) and not other["better"]
+    assert final["correction"] == "Holm over the 2 candidate(s) tested"
+    records = [CampaignRecord(f"{m} (x)", tmp_path, [], {"final": final}) for m in ("ga", "tpe")]
+    table = final_table(records)
+    assert "p, Holm over the 4 tests here" in table
+    assert table.count("| no (0.0571) |") == 2  # 1/70 x 4: a win alone, not over 4 tests
+    assert table.count("| no (0.2) |") == 2  # 0.1 x 2
+    assert "yes (p=0.0143, Holm 0.0286)" in table
+
+
 def test_reproduce_of_an_unknown_candidate_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

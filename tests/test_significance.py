@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from evogan.search.significance import mann_whitney_less
+from evogan.search.significance import holm, mann_whitney_less
 
 
 def _u1(x: list[float], y: list[float]) -> float:
@@ -82,3 +82,27 @@ def test_bad_samples_are_refused() -> None:
         mann_whitney_less([math.nan], [1.0])
     with pytest.raises(ValueError, match="ties"):
         mann_whitney_less([1.0, 1.0], [2.0], method="exact")
+
+
+def test_holm_adjusts_as_the_step_down_procedure_decides() -> None:
+    # Holm (1979): ordered p_(1) <= ... <= p_(m) are rejected while p_(k) <= alpha / (m - k + 1);
+    # the adjusted p is the smallest alpha at which each would be rejected.
+    p = [0.01, 0.04, 0.03, 0.005]
+    adjusted = holm(p)
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        p = rng.uniform(0, 0.1, rng.integers(1, 6)).round(4).tolist()
+        for alpha in (0.01, 0.025, 0.05):
+            order = sorted(range(len(p)), key=lambda i: p[i])
+            rejected = set()
+            for k, i in enumerate(order):
+                if p[i] > alpha / (len(p) - k):
+                    break
+                rejected.add(i)
+            assert {i for i, a in enumerate(holm(p)) if a <= alpha} == rejected
+
+
+def test_holm_of_one_test_is_its_p_and_never_exceeds_one() -> None:
+    assert holm([0.004]) == [0.004]
+    assert holm([0.6, 0.7, 0.9]) == [1.0, 1.0, 1.0]

@@ -131,9 +131,11 @@ def plot_final(views: list[CampaignView], path: Path) -> Path | None:
                 zorder=4,
             )
             ticks.append(position)
-            test = (
-                "baseline" if baseline else f"{block['id']}\np = {block['p_value']:.3g} vs baseline"
-            )
+            test = "baseline"
+            if not baseline:
+                test = f"{block['id']}\np = {block['p_value']:.3g} vs baseline"
+                if block.get("p_holm", block["p_value"]) != block["p_value"]:
+                    test += f"\n(Holm {block['p_holm']:.3g})"
             names.append(f"{view.label}\n{test}")
             values += scores
             position += 1.0

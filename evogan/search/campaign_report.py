@@ -16,7 +16,7 @@ from evogan.errors import EvoganError
 from evogan.plots.runs import refuse, run_task
 from evogan.plots.search import CampaignView
 from evogan.search.campaign import CONFIG, Campaign
-from evogan.search.significance import ALPHA, verdict
+from evogan.search.significance import ALPHA, holm, verdict
 from evogan.search.summary import best_rows, pareto_rows, trained
 from evogan.store.folders import require_directory
 
@@ -95,24 +95,34 @@ def _number(value: float | None) -> str:
 
 
 def final_table(records: list[CampaignRecord]) -> str:
-    """Markdown: each campaign's final test (fresh seeds), "" when no campaign has one."""
+    """Markdown: each campaign's final test (fresh seeds), "" when no campaign has one. Where
+    the report holds several tested candidates (several backends' winners against the same
+    baseline), their p-values are also Holm-adjusted over all of them: a search wins only when
+    it does so after that correction."""
     finals = [(r, r.summary["final"]) for r in records if r.summary.get("final")]
     if not finals:
         return ""
+    tested = [c for _, final in finals for c in final["candidates"]]
+    across = iter(holm([c["p_value"] for c in tested]))  # in the order the rows come
     lines = [
         "",
         "## Final test: re-trained with fresh seeds at the campaign's budget",
         "",
-        "| campaign | id | scores per seed | mean | s.e. | failed | better than baseline |",
-        "|---|---|---|---|---|---|---|",
+        "| campaign | id | scores per seed | mean | s.e. | failed | better than baseline "
+        f"| p, Holm over the {len(tested)} tests here |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for record, final in finals:
         for block in [*final["candidates"], final["baseline"]]:
             scores = ", ".join(f"{v:.3g}" for v in block["scores"])
-            answer = verdict(block) if "p_value" in block else "(baseline)"
+            answer, adjusted = "(baseline)", "-"
+            if "p_value" in block:
+                p_holm = next(across)
+                answer = verdict(block)
+                adjusted = f"{'yes' if p_holm < ALPHA else 'no'} ({p_holm:.3g})"
             lines.append(
                 f"| {record.label} | {block['id']} | {scores} | {block['mean']:.4f} | "
-                f"{_number(block['sem'])} | {len(block['failed'])} | {answer} |"
+                f"{_number(block['sem'])} | {len(block['failed'])} | {answer} | {adjusted} |"
             )
         failures = [
             (b["id"], f) for b in [*final["candidates"], final["baseline"]] for f in b["failed"]
@@ -121,7 +131,9 @@ def final_table(records: list[CampaignRecord]) -> str:
             lines.append(f"\n{name}, seed {failure['seed']}: {failure['reason']} (scored worst)")
     lines.append(
         f"\nOne-sided Mann-Whitney U test, alpha {ALPHA}: a candidate is better when its scores "
-        "lie below the baseline's; failed trainings score worst."
+        'lie below the baseline\'s; failed trainings score worst. "better than baseline" '
+        "corrects for the candidates its campaign tested; the last column also for every "
+        "campaign in this report (Holm-Bonferroni)."
     )
     return "\n".join(lines) + "\n"
 

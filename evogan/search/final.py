@@ -50,7 +50,7 @@ from evogan.search.evaluation import Evaluation
 from evogan.search.fitness import evaluate
 from evogan.search.scheduler import job_config
 from evogan.search.scoring import Scorer
-from evogan.search.significance import ALPHA, mann_whitney_less, verdict
+from evogan.search.significance import ALPHA, holm, mann_whitney_less, verdict
 from evogan.search.space import Space
 from evogan.search.summary import best_rows
 from evogan.seeding import derive_seed
@@ -257,12 +257,15 @@ def build_final(
         if row is not None:
             block.update(campaign_fitness=row["fitness"], genome=row["genome"])
         blocks.append(block)
-    baseline = blocks[-1]
-    for block in blocks[:-1]:
+    baseline, candidates = blocks[-1], blocks[:-1]
+    for block in candidates:
         test = mann_whitney_less(block["scores"], baseline["scores"])
-        block.update(u=test.u, p_value=test.p, method=test.method, better=test.p < ALPHA)
+        block.update(u=test.u, p_value=test.p, method=test.method)
+    for block, adjusted in zip(candidates, holm([b["p_value"] for b in candidates]), strict=True):
+        block.update(p_holm=adjusted, better=adjusted < ALPHA)
     return {
         "test": "one-sided Mann-Whitney U: candidate scores lower than the baseline's",
+        "correction": f"Holm over the {len(candidates)} candidate(s) tested",
         "alpha": ALPHA,
         "retrain_seeds": len(seeds),
         "seeds": seeds,
