@@ -89,7 +89,8 @@ def test_final_counts_failures_as_worst_and_tests_against_the_baseline(tmp_path:
     record = CampaignRecord("ga (x)", tmp_path, [], {"final": final})
     table = final_table([record])
     assert "| ga (x) | t00001 | 1, 1.1, 1.2, 1.3 |" in table
-    assert "yes (p=0.0143)" in table and "(baseline)" in table
+    assert "yes (p=0.0143) |\n" in table and "(baseline) |\n" in table  # one test: no Holm
+    assert "Holm over" not in table
     assert "baseline, seed 14: nan: training losses" in table
 
 

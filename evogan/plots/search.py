@@ -145,10 +145,14 @@ def plot_final(views: list[CampaignView], path: Path) -> Path | None:
     axis.set_ylabel("score per fresh seed (lower is better)")
     axis.grid(alpha=0.3, axis="y")
     seeds = sorted({final["retrain_seeds"] for _, final, _ in finals})
+    adjusted = any(
+        c.get("p_holm", c["p_value"]) != c["p_value"] for _, f, _ in finals for c in f["candidates"]
+    )
     axis.set_title(
         f"Final test: best candidates and baseline re-trained with {'/'.join(map(str, seeds))} "
-        "fresh seeds each\ndots: one training each; diamonds: mean +- standard error; "
-        "p: one-sided Mann-Whitney U",
+        "fresh seeds each\ndots: one training each; diamonds: mean +- standard error\n"
+        "p: one-sided Mann-Whitney U"
+        + ("; Holm: adjusted over the campaign's tests" if adjusted else ""),
         fontsize=9,
     )
     return save_figure(fig, path)

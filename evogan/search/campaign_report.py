@@ -104,13 +104,14 @@ def final_table(records: list[CampaignRecord]) -> str:
         return ""
     tested = [c for _, final in finals for c in final["candidates"]]
     across = iter(holm([c["p_value"] for c in tested]))  # in the order the rows come
+    several = len(tested) > 1
     lines = [
         "",
         "## Final test: re-trained with fresh seeds at the campaign's budget",
         "",
-        "| campaign | id | scores per seed | mean | s.e. | failed | better than baseline "
-        f"| p, Holm over the {len(tested)} tests here |",
-        "|---|---|---|---|---|---|---|---|",
+        "| campaign | id | scores per seed | mean | s.e. | failed | better than baseline |"
+        + (f" p, Holm over the {len(tested)} tests here |" if several else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if several else ""),
     ]
     for record, final in finals:
         for block in [*final["candidates"], final["baseline"]]:
@@ -122,7 +123,8 @@ def final_table(records: list[CampaignRecord]) -> str:
                 adjusted = f"{'yes' if p_holm < ALPHA else 'no'} ({p_holm:.3g})"
             lines.append(
                 f"| {record.label} | {block['id']} | {scores} | {block['mean']:.4f} | "
-                f"{_number(block['sem'])} | {len(block['failed'])} | {answer} | {adjusted} |"
+                f"{_number(block['sem'])} | {len(block['failed'])} | {answer} |"
+                + (f" {adjusted} |" if several else "")
             )
         failures = [
             (b["id"], f) for b in [*final["candidates"], final["baseline"]] for f in b["failed"]
@@ -132,8 +134,8 @@ def final_table(records: list[CampaignRecord]) -> str:
     lines.append(
         f"\nOne-sided Mann-Whitney U test, alpha {ALPHA}: a candidate is better when its scores "
         'lie below the baseline\'s; failed trainings score worst. "better than baseline" '
-        "corrects for the candidates its campaign tested; the last column also for every "
-        "campaign in this report (Holm-Bonferroni)."
+        "corrects for the candidates its campaign tested (Holm-Bonferroni)"
+        + ("; the last column for every candidate tested in this report." if several else ".")
     )
     return "\n".join(lines) + "\n"
 
