@@ -437,12 +437,13 @@ def test_a_refused_resume_puts_back_the_lock_file_and_status_byte_for_byte(tmp_p
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize(("ranks", "bad", "good"), [(2, 3, 2), (3, 2, 3)])
+@pytest.mark.parametrize(("ranks", "bad", "good"), [(2, 3, 2), (3, 2, None)])
 def test_a_gan_run_refused_for_its_rank_layout_leaves_the_directory_as_it_was(
     tmp_path, ranks, bad, good
 ) -> None:
     """A new run directory, folders above it included, goes again; then the right layout runs
-    there. (A refusal in a given, existing folder empties it and keeps it:
+    there (once: it shows the refusal left nothing in the way, whatever the layout). (A refusal
+    in a given, existing folder empties it and keeps it:
     test_a_refused_new_run_removes_only_what_it_wrote.)"""
     size = ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=1"]
     named = tmp_path / "new" / "run"
@@ -461,6 +462,8 @@ def test_a_gan_run_refused_for_its_rank_layout_leaves_the_directory_as_it_was(
     assert done.returncode == EXIT_USER_ERROR, done.stderr[-3000:]
     assert f"got group_size = {bad} with {ranks} ranks per island" in done.stderr
     assert snapshot(tmp_path) == {}
+    if good is None:
+        return
     done = mpirun(ranks, [*args, "--set", f"trainer.group_size={good}"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_status(named)["status"] == "finished"
