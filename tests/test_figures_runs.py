@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import yaml
 from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection
 from matplotlib.container import ErrorbarContainer
 
 from evogan.config import load_config
 from evogan.plots.compare import RunRecord, loss_figure
 from evogan.plots.compare_gan import GanRunRecord, gan_validation_figure
 from evogan.plots.regressor_curve import LEARNING_CURVE, learning_curve_figure, progress_records
-from evogan.plots.search import CampaignView, pareto_figure
+from evogan.plots.search import CampaignView, final_figure, pareto_figure
 from evogan.regressor.evolve import evolve_regressor
 from evogan.regressor.rmsprop import train_regressor
 from evogan.store import read_metrics
@@ -139,3 +140,37 @@ def test_ga_and_rmsprop_runs_draw_their_learning_curve(runs, method, kind, value
     labels = _legend(by_count)
     assert any(label.startswith("target 50%") for label in labels)
     assert any(label.startswith("target 2%") for label in labels)
+
+
+def _final(p_values: list[float], p_holm: list[float]) -> dict:
+    blocks = [
+        {
+            "id": f"t{i}",
+            "scores": [6.0, 6.2, 6.4],
+            "mean": 6.2,
+            "sem": 0.12,
+            "p_value": p,
+            "p_holm": h,
+        }
+        for i, (p, h) in enumerate(zip(p_values, p_holm, strict=True))
+    ]
+    baseline = {"id": "baseline", "scores": [7.1, 7.5, 7.3], "mean": 7.3, "sem": 0.12}
+    return {"candidates": blocks, "baseline": baseline, "retrain_seeds": 3}
+
+
+def test_final_figure_shows_each_seed_the_standard_error_and_holm_where_it_adjusted() -> None:
+    view = CampaignView("ga", [], [], ([], [], []), _final([0.05, 0.35], [0.1, 0.35]))
+    axis = final_figure([view]).axes[0]
+    labels = [t.get_text() for t in axis.get_xticklabels()]
+    assert labels[0].endswith("t0\np = 0.05 vs baseline\n(Holm 0.1)")
+    assert labels[1].endswith("t1\np = 0.35 vs baseline") and labels[2].endswith("baseline")
+    _, _, (stems,) = axis.containers[0]  # the first candidate's error bar
+    low, high = stems.get_segments()[0][:, 1]
+    assert (low, high) == pytest.approx((6.2 - 0.12, 6.2 + 0.12))  # the standard error
+    dots = [c for c in axis.collections if isinstance(c, PathCollection)]
+    assert [len(c.get_offsets()) for c in dots] == [3, 3, 3]  # every seed's score
+    title = axis.get_title()
+    assert title.count("\n") == 2 and title.endswith("; Holm: adjusted over the campaign's tests")
+    single = final_figure([CampaignView("ga", [], [], ([], [], []), _final([0.05], [0.05]))])
+    assert "Holm" not in single.axes[0].get_title()
+    assert final_figure([_campaign([1.0])]) is None

@@ -98,8 +98,15 @@ def pareto_figure(views: list[CampaignView], second: str) -> Figure:
 
 
 def plot_final(views: list[CampaignView], path: Path) -> Path | None:
+    """Write :func:`final_figure` to ``path`` (None: no campaign has a final test)."""
+    fig = final_figure(views)
+    return None if fig is None else save_figure(fig, path)
+
+
+def final_figure(views: list[CampaignView]) -> Figure | None:
     """Each campaign's final test: every fresh-seed score of its tested candidates and of the
-    baseline, their mean +- standard error and the test's p-value (None: no campaign has one)."""
+    baseline, their mean +- standard error and the test's p-value (Holm-adjusted too, where a
+    campaign tested several)."""
     finals = [
         (r, r.final, colour)
         for r, colour in zip(views, run_colours(len(views)), strict=True)
@@ -155,7 +162,7 @@ def plot_final(views: list[CampaignView], path: Path) -> Path | None:
         + ("; Holm: adjusted over the campaign's tests" if adjusted else ""),
         fontsize=9,
     )
-    return save_figure(fig, path)
+    return fig
 
 
 def _fitness_scale(axis: Axes, values: list[float]) -> None:
