@@ -52,6 +52,7 @@ def test_every_value_of_every_shipped_gene_fits_the_detector(path: Path) -> None
     for gene in space.genes:
         assert space.failures(gene) == [], gene.name
     assert space.check(space.default()) is None
+    space.base_genome()  # start_from_base works with every shipped space
 
 
 def test_the_cc2_search_is_written_for_the_cylinder() -> None:
@@ -219,13 +220,14 @@ CANDIDATES = 8
 def _tiny_cc2(tmp_path: Path) -> Path:
     """configs/arch_search_cc2.yaml at test size: the tiny spec, 200 showers, 4 steps with a
     rung at 1 (factor 4: a child goes on only with the best rung score of its island so far),
-    2 islands of 2 ranks without migration, 2 final seeds."""
+    2 islands of 2 ranks without migration, 2 final seeds; island 0 starts from the base."""
     raw = yaml.safe_load(CC2.read_text())
     raw.pop("base")
     raw.update(
         spec=TINY_CC2,
         candidates=CANDIDATES,
         ranks_per_group=2,
+        start_from_base=True,
         budget={"kind": "steps", "amount": 4},
         pruning={"kind": "successive_halving", "min_budget": 1, "reduction_factor": 4},
         fitness={"members": 1, "beta": 0.5, "test_events": 20, "energy_bins": 2},
@@ -280,6 +282,9 @@ def test_a_cylindrical_campaign_prunes_resumes_after_sigterm_and_tests_its_winne
     for row in rows:
         assert row == before[row["id"]] if row["id"] in before else row["session"] == 1
     assert not any(r["status"] == "invalid" or r.get("repaired") for r in rows)  # none to repair
+    config_now = _resolved(config)
+    base = Space(config_now.space, config_now.spec).base_genome()
+    assert [r["id"] for r in rows if r["genome"] == base] == ["i00g000c00"]  # once, first
     pruned = [r for r in rows if r["status"] == "pruned"]
     assert pruned and all(r["generation"] > 0 and r["rung"] == 0 for r in pruned)
     for row in rows:

@@ -109,13 +109,17 @@ def test_ga_campaign_prunes_children_and_writes_an_optuna_journal(tmp_path: Path
 @pytest.mark.slow
 def test_optuna_campaign_prunes_reports_and_resumes_an_abandoned_trial(tmp_path: Path) -> None:
     """Two groups of one rank: the study owner (rank 0) trains too and serves the other. 60
-    showers: 48 to train on, a test split of 12, fewer than fitness.test_events."""
+    showers: 48 to train on, a test split of 12, fewer than fitness.test_events. Trial 0 is
+    the base spec (start_from_base), a resume enqueues it no more."""
     space = with_window_kernel(yaml.safe_load(TINY.read_text())["space"])
     data = yaml.safe_load(TINY.read_text())["data"]
     data["synthetic"]["events"] = 60
-    tpe = {"backend": "optuna", "candidates": 8, "ranks_per_group": 1}
+    tpe = {"backend": "optuna", "candidates": 8, "ranks_per_group": 1, "start_from_base": True}
     out, trained, result = _campaign(tmp_path, "tpe", ranks=2, space=space, data=data, **tpe)
     rows = _rows(out)
+    searched = Space(*_space_and_base(tmp_path / "search.yaml"))
+    base = searched.active(searched.base_genome())
+    assert [r["trial"] for r in rows if r["genome"] == base] == [0]
     invalid = [r for r in rows if r["status"] == "invalid"]
     assert len(trained) == 8
     assert {tuple(r["ranks"]) for r in trained} == {(0,), (1,)}  # both groups trained

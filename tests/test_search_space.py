@@ -14,6 +14,7 @@ from evogan.config.search import GeneConfig, SearchConfig
 from evogan.errors import ConfigError
 from evogan.search import Space, resolve_base, weight_count
 from evogan.search.fitness import memory_estimate_mb, precheck
+from evogan.search.journal import trial_params
 from tests.test_search_campaign import WINDOW_KERNEL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,6 +106,31 @@ def test_optuna_suggest_is_define_by_run(space: Space) -> None:
         assert isinstance(genome["g_kernel"], list)
         study.tell(trial, 1.0)
     assert seen_blocks == {1, 2}
+
+
+def test_the_base_genome_is_the_base_spec_and_an_optuna_trial_asks_it_back(
+    space: Space, config: SearchConfig
+) -> None:
+    base = space.base_genome()
+    spec = space.spec(base)
+    assert spec.model_dump(exclude={"name"}) == config.spec.model_dump(exclude={"name"})
+    params, _ = trial_params(space.active(base), space)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    study.enqueue_trial(params)
+    assert space.active(space.suggest(study.ask())) == space.active(base)
+
+
+def test_a_base_value_a_gene_cannot_hold_is_refused_in_one_line(config: SearchConfig) -> None:
+    narrow = [g if g.name != "g_lr" else g.model_copy(update={"low": 0.01}) for g in config.space]
+    assert config.spec.g_lr < 0.01
+    with pytest.raises(ConfigError) as caught:
+        Space(narrow, config.spec).base_genome()
+    assert str(caught.value) == (
+        f"start_from_base: gene g_lr cannot hold the base spec's g_lr = {config.spec.g_lr} (its "
+        f"range [0.01, {narrow[[g.name for g in narrow].index('g_lr')].high}]); add the value "
+        "to the gene or set start_from_base: false"
+    )
+    assert Space(narrow, config.spec).default()["g_lr"] == 0.01  # repair's nearest, not the base
 
 
 def test_sizes_and_memory_precheck(config: SearchConfig, space: Space) -> None:

@@ -122,6 +122,11 @@ class SearchConfig(StrictModel):
     ranks_per_group: PositiveInt = Field(
         default=1, description="ranks that train one candidate together (an island)"
     )
+    start_from_base: bool = Field(
+        default=False,
+        description="the base spec is the first candidate (GA island 0, Optuna trial 0, PBT "
+        "worker 0)",
+    )
     base: str | None = Field(
         default=None, description="YAML file with the base spec (bare or a gan3d config)"
     )

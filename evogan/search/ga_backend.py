@@ -141,7 +141,8 @@ class ArchitectureGA:
         self._save()  # after migration: a resumed island breeds from the same population
 
     def _next_generation(self, record) -> list[dict[str, Any]]:
-        """Jobs of the next generation: random genomes first, then children of the population."""
+        """Jobs of the next generation: random genomes first (island 0's first the base spec's,
+        with ``start_from_base``), then children of the population."""
         ga = self.config.ga
         first = self.generation == 0 and not self.population
         size = ga.population if first else ga.offspring
@@ -149,7 +150,10 @@ class ArchitectureGA:
         jobs = []
         for k in range(size):
             job_id = f"i{self.island:02d}g{self.generation:03d}c{k:02d}"
-            genome, parents, repaired = self._valid_genome(first, job_id, record)
+            if first and k == 0 and self.island == 0 and self.config.start_from_base:
+                genome, parents, repaired = self.session.space.base_genome(), [], False
+            else:
+                genome, parents, repaired = self._valid_genome(first, job_id, record)
             self.seen.add(self.session.space.key(genome))
             jobs.append(
                 {

@@ -105,7 +105,7 @@ def frozen_trial(
         state, kwargs = TrialState.PRUNED, {}
     else:
         state, kwargs = TrialState.FAIL, {}
-    params, distributions = _params(row["genome"], space)
+    params, distributions = trial_params(row["genome"], space)
     return optuna.trial.create_trial(
         state=state,
         params=params,
@@ -218,10 +218,10 @@ class _Recorder:
         return value
 
 
-def _params(genome: dict[str, Any], space: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Optuna parameters and distributions of an (active) genome; values a distribution
-    does not contain (a hand-edited row) leave the parameters empty: the genome is still in
-    the table."""
+def trial_params(genome: dict[str, Any], space: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Optuna parameters and distributions of an (active) genome (to mirror a table row, or to
+    enqueue a genome as a trial); values a distribution does not contain (a hand-edited row)
+    leave the parameters empty: the genome is still in the table."""
     recorder = _Recorder(genome)
     try:
         space.suggest(recorder)

@@ -30,7 +30,13 @@ from evogan.distributed.tags import Tag
 from evogan.errors import ConfigError, EvoganError
 from evogan.search.campaign import STUDY
 from evogan.search.follow import follow_candidates
-from evogan.search.journal import STUDY_NAME, intermediate_values, open_journal, user_attrs
+from evogan.search.journal import (
+    STUDY_NAME,
+    intermediate_values,
+    open_journal,
+    trial_params,
+    user_attrs,
+)
 from evogan.search.rungs import rung_plan
 from evogan.search.scheduler import Session, refused_row, run_job
 
@@ -100,6 +106,9 @@ class StudyOwner:
         self.running: dict[str, Any] = {}  # job id -> optuna trial
         self.active = set(leaders) - {comm.rank}  # the other group leaders still working
         self.handed = sum(1 for row in self.finished.values() if row["status"] != "invalid")
+        if self.config.start_from_base and not self.study.trials:
+            params, _ = trial_params(session.space.base_genome(), session.space)
+            self.study.enqueue_trial(params)
         self._recover()
 
     def _recover(self) -> None:

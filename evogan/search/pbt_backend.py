@@ -64,7 +64,12 @@ def _lead_worker(session: Session, islands: IslandSession) -> bool:
     writer = f"worker-{worker:03d}"
     finished = session.campaign.finished()
     segments = segment_count(config)
-    genome = session.space.sample(numpy_generator(config.seed, "search", "pbt", "worker", worker))
+    if worker == 0 and config.start_from_base:
+        genome = session.space.base_genome()
+    else:
+        genome = session.space.sample(
+            numpy_generator(config.seed, "search", "pbt", "worker", worker)
+        )
     job = _job(config.pbt.interval, worker, 0, segments, genome, None, None)
     stopped = False
     for segment in range(segments):

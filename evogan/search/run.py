@@ -35,6 +35,8 @@ def run_search(
     config = resolve_base(config, config_path)
     config.check_ranks(world.size)
     space = Space(config.space, config.spec)
+    if config.start_from_base:
+        space.base_genome()  # a base the genes cannot hold is refused before anything is written
     scorer = rank0_decides(lambda: check_data(config), world)  # before _open: nothing written
     campaign, number, offset, tracked = _open(config, world, run_dir, resume)
     with tracking.ending_on_error(tracked):

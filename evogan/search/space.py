@@ -69,6 +69,32 @@ class Space:
                 genome[gene.name] = _nearest(gene, _get(self._raw, gene.path))
         return genome
 
+    def base_genome(self) -> Genome:
+        """The base spec's own genome, for a search that starts from the hand design
+        (``start_from_base``); ConfigError (one line) when a gene cannot hold the base's value,
+        since the nearest value would start the search somewhere else."""
+        genome = self.default()
+        for gene in self.genes:
+            if gene.type == "blocks":
+                continue
+            if gene.per_block is not None:
+                owner = self._by_name[gene.per_block]
+                value = self._raw[owner.net][owner.repeat][gene.field]
+                held = genome[gene.name][0]
+            else:
+                value, held = _get(self._raw, gene.path), genome[gene.name]
+            if not _same_value(gene, held, value):
+                where = gene.choices if gene.type == "categorical" else [gene.low, gene.high]
+                kind = "choices" if gene.type == "categorical" else "range"
+                step = f" on step {gene.step}" if gene.step is not None else ""
+                raise ConfigError(
+                    f"start_from_base: gene {gene.name} cannot hold the base spec's "
+                    f"{gene.path or gene.field} = {json.dumps(value)} (its {kind} "
+                    f"{json.dumps(where)}{step}); add the value to the gene or set "
+                    "start_from_base: false"
+                )
+        return genome
+
     def active(self, genome: Genome) -> Genome:
         """The genome without inactive per-block values (what the table and Optuna show)."""
         out = {}
@@ -325,6 +351,12 @@ def _nearest(gene: GeneConfig, value: Any) -> Any:
                 return copy.deepcopy(choice)
         return copy.deepcopy(gene.choices[0])
     return clip_value(gene, value)
+
+
+def _same_value(gene: GeneConfig, held: Any, value: Any) -> bool:
+    if gene.type == "categorical" or not isinstance(value, int | float):
+        return json.dumps(held) == json.dumps(value)
+    return math.isclose(float(held), float(value), rel_tol=1e-9)
 
 
 def _suggest(trial: Any, gene: GeneConfig, name: str) -> Any:
