@@ -18,7 +18,7 @@ from evogan.config import load_config
 from evogan.plots.compare import RunRecord, loss_figure
 from evogan.plots.compare_gan import GanRunRecord, gan_validation_figure
 from evogan.plots.regressor_curve import LEARNING_CURVE, learning_curve_figure, progress_records
-from evogan.plots.search import CampaignView, final_figure, pareto_figure
+from evogan.plots.search import CampaignView, convergence_figure, final_figure, pareto_figure
 from evogan.regressor.evolve import evolve_regressor
 from evogan.regressor.rmsprop import train_regressor
 from evogan.store import read_metrics
@@ -174,3 +174,14 @@ def test_final_figure_shows_each_seed_the_standard_error_and_holm_where_it_adjus
     single = final_figure([CampaignView("ga", [], [], ([], [], []), _final([0.05], [0.05]))])
     assert "Holm" not in single.axes[0].get_title()
     assert final_figure([_campaign([1.0])]) is None
+
+
+def test_convergence_draws_the_best_so_far_against_candidates_and_minutes() -> None:
+    view = CampaignView("ga", [], [], ([1, 2, 3], [120.0, 300.0, 5400.0], [8.0, 6.5, 6.5]), None)
+    by_count, by_time = convergence_figure([view]).axes
+    (count_line,), (time_line,) = by_count.lines, by_time.lines
+    assert list(count_line.get_xdata()) == [1, 2, 3]
+    assert list(time_line.get_xdata()) == [2.0, 5.0, 90.0]  # minutes
+    assert list(time_line.get_ydata()) == [8.0, 6.5, 6.5]
+    assert by_time.get_xlabel() == "campaign wall time [min]"
+    assert time_line.get_drawstyle() == "steps-post"

@@ -34,7 +34,13 @@ class CampaignView:
 
 
 def plot_convergence(views: list[CampaignView], path: Path) -> Path:
-    """Best fitness so far against evaluations and against campaign wall time."""
+    """Write :func:`convergence_figure` to ``path``."""
+    return save_figure(convergence_figure(views), path)
+
+
+def convergence_figure(views: list[CampaignView]) -> Figure:
+    """Best fitness so far against evaluations and against campaign wall time (minutes: a
+    campaign is an allocation's hours, or a workstation's hour)."""
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     by_count, by_time = fig.subplots(1, 2)
     values: list[float] = []
@@ -43,17 +49,17 @@ def plot_convergence(views: list[CampaignView], path: Path) -> Path:
         values += best
         style = {"color": colour, "label": view.label, "drawstyle": "steps-post"}
         by_count.plot(counts, best, marker="o", ms=3, **style)
-        by_time.plot(seconds, best, marker="o", ms=3, **style)
+        by_time.plot([t / 60 for t in seconds], best, marker="o", ms=3, **style)
     by_count.set_xlabel("trained candidates")
     by_count.xaxis.set_major_locator(MaxNLocator(integer=True))
-    by_time.set_xlabel("campaign wall time [s]")
+    by_time.set_xlabel("campaign wall time [min]")
     for axis in (by_count, by_time):
         _fitness_scale(axis, values)
         axis.set_ylabel("best fitness so far (lower is better)")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
     fig.suptitle("Architecture search: best validation fitness")
-    return save_figure(fig, path)
+    return fig
 
 
 def plot_pareto(views: list[CampaignView], path: Path, second: str) -> Path:
