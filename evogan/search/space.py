@@ -62,11 +62,9 @@ class Space:
             if gene.type == "blocks":
                 genome[gene.name] = clip_value(gene, 1)
             elif gene.per_block is not None:
-                owner = self._by_name[gene.per_block]
-                value = self._raw[owner.net][owner.repeat][gene.field]
-                genome[gene.name] = [_nearest(gene, value)] * self.width(gene)
+                genome[gene.name] = [_nearest(gene, self._base_value(gene))] * self.width(gene)
             else:
-                genome[gene.name] = _nearest(gene, _get(self._raw, gene.path))
+                genome[gene.name] = _nearest(gene, self._base_value(gene))
         return genome
 
     def base_genome(self) -> Genome:
@@ -77,12 +75,8 @@ class Space:
         for gene in self.genes:
             if gene.type == "blocks":
                 continue
-            if gene.per_block is not None:
-                owner = self._by_name[gene.per_block]
-                value = self._raw[owner.net][owner.repeat][gene.field]
-                held = genome[gene.name][0]
-            else:
-                value, held = _get(self._raw, gene.path), genome[gene.name]
+            value = self._base_value(gene)
+            held = genome[gene.name][0] if gene.per_block is not None else genome[gene.name]
             if not _same_value(gene, held, value):
                 where = gene.choices if gene.type == "categorical" else [gene.low, gene.high]
                 kind = "choices" if gene.type == "categorical" else "range"
@@ -94,6 +88,13 @@ class Space:
                     "start_from_base: false"
                 )
         return genome
+
+    def _base_value(self, gene: GeneConfig) -> Any:
+        """The base spec's value of a gene (a per-block gene's: its template block's)."""
+        if gene.per_block is not None:
+            owner = self._by_name[gene.per_block]
+            return self._raw[owner.net][owner.repeat][gene.field]
+        return _get(self._raw, gene.path)
 
     def active(self, genome: Genome) -> Genome:
         """The genome without inactive per-block values (what the table and Optuna show)."""
