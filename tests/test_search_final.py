@@ -123,6 +123,35 @@ def test_several_tested_candidates_win_only_after_holms_correction(tmp_path: Pat
     assert "yes (p=0.0143, Holm 0.0286)" in table
 
 
+def test_winners_of_several_campaigns_are_compared_with_each_other(tmp_path: Path) -> None:
+    """Three campaigns' winners pairwise (two-sided), and whether the baseline's scores agree
+    across the campaigns that re-trained it on the same fresh seeds."""
+    from evogan.search.campaign_report import CampaignRecord, winners_table
+
+    config = resolve_base(load_config(_config(tmp_path)), _config(tmp_path))
+    seeds = [11, 12, 13, 14]
+
+    def record(label: str, winner: list[float], baseline: list[float]) -> CampaignRecord:
+        entries = [("w", config.spec, {"id": "w", "fitness": 1.0, "genome": {}})]
+        outcomes = {(0, s): (winner[s], "") for s in range(4)}
+        outcomes.update({(1, s): (baseline[s], "") for s in range(4)})
+        entries.append((BASELINE, config.spec, None))
+        final = build_final(config, entries, seeds, outcomes, wall_s=1.0)
+        return CampaignRecord(label, tmp_path, [], {"final": final})
+
+    base = [3.0, 4.0, 5.0, 6.0]
+    ga = record("ga (a)", [1.0, 1.1, 1.2, 1.3], base)
+    tpe = record("tpe (b)", [2.0, 2.1, 2.2, 2.3], base)
+    random = record("random (c)", [1.05, 1.15, 1.25, 1.35], [3.0, 4.0, 5.0, 6.5])
+    assert winners_table([ga]) == ""
+    table = winners_table([ga, tpe, random])
+    assert "| ga (a) | w | tpe (b) | w | -1.0000 | 0.0286 |" in table  # 2 / C(8, 4)
+    assert "| ga (a) | w | random (c) | w | -0.0500 | 0.686 |" in table
+    assert "| tpe (b) | w | random (c) | w | +0.9500 | 0.0286 |" in table
+    assert "in ga (a), tpe (b), random (c): scores differ by up to 0.5." in table
+    assert "the same scores" in winners_table([ga, tpe])
+
+
 def test_reproduce_of_an_unknown_candidate_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

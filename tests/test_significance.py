@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from evogan.search.significance import holm, mann_whitney_less
+from evogan.search.significance import holm, mann_whitney_differ, mann_whitney_less
 
 
 def _u1(x: list[float], y: list[float]) -> float:
@@ -42,6 +42,29 @@ def test_exact_p_matches_brute_force_enumeration() -> None:
             assert result.method == "exact"
             assert result.u == _u1(x, y)
             assert result.p == pytest.approx(_permutation_p(x, y), abs=1e-12)
+
+
+def test_two_sided_p_is_the_share_of_splits_at_least_as_far_from_the_centre() -> None:
+    rng = np.random.default_rng(4)
+    for n1, n2 in [(3, 4), (5, 5), (8, 8)]:
+        for _ in range(3):
+            x = rng.normal(0.0, 1.0, n1).round(6).tolist()
+            y = rng.normal(0.5, 1.0, n2).round(6).tolist()
+            pooled, centre = [*x, *y], n1 * n2 / 2
+            distance = abs(_u1(x, y) - centre)
+            splits = list(itertools.combinations(range(n1 + n2), n1))
+            far = sum(
+                abs(
+                    _u1([pooled[i] for i in c], [pooled[i] for i in range(n1 + n2) if i not in c])
+                    - centre
+                )
+                >= distance - 1e-12
+                for c in splits
+            )
+            result = mann_whitney_differ(x, y)
+            assert result.method == "exact"
+            assert result.p == pytest.approx(far / len(splits), abs=1e-12)
+            assert mann_whitney_differ(y, x).p == pytest.approx(result.p, abs=1e-12)
 
 
 def test_known_values() -> None:

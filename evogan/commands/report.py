@@ -60,7 +60,12 @@ def run(args: argparse.Namespace) -> int:
         raise EvoganError("evogan report needs --out DIR (or --reproduce ID:MEMBER)")
     from evogan.plots.runs import run_labels
     from evogan.plots.search import plot_convergence, plot_final, plot_pareto
-    from evogan.search.campaign_report import CampaignRecord, best_table, final_table
+    from evogan.search.campaign_report import (
+        CampaignRecord,
+        best_table,
+        final_table,
+        winners_table,
+    )
     from evogan.store import atomic_write
 
     if args.reproduce is not None:
@@ -76,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             return 0  # not world rank 0: the report is written once
         records = [CampaignRecord.load(path, label) for path, label in named]  # with `final`
     args.out.mkdir(parents=True, exist_ok=True)
-    table = best_table(records, args.top) + final_table(records)
+    table = best_table(records, args.top) + final_table(records) + winners_table(records)
     views = [record.view() for record in records]
     written = [
         atomic_write(args.out / "report.md", "# Architecture search report\n\n" + table),

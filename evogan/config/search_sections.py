@@ -117,7 +117,9 @@ class OptunaSearchConfig(StrictModel):
         default="tpe", description="the Optuna sampler"
     )
     startup_trials: NonNegativeInt = Field(
-        default=4, description="random trials before TPE or CMA-ES model the results"
+        default=4,
+        description="finished random trials before TPE or CMA-ES model the results; trials "
+        "asked while these run are random too (with G groups, up to G - 1 more)",
     )
     population: PositiveInt = Field(default=8, description="NSGA-II's generation size")
 

@@ -16,7 +16,7 @@ from evogan.errors import EvoganError
 from evogan.plots.runs import refuse, run_task
 from evogan.plots.search import CampaignView
 from evogan.search.campaign import CONFIG, Campaign
-from evogan.search.significance import ALPHA, holm, verdict
+from evogan.search.significance import ALPHA, holm, mann_whitney_differ, verdict
 from evogan.search.summary import best_rows, pareto_rows, trained
 from evogan.store.folders import require_directory
 
@@ -137,6 +137,52 @@ def final_table(records: list[CampaignRecord]) -> str:
         "corrects for the candidates its campaign tested (Holm-Bonferroni)"
         + ("; the last column for every candidate tested in this report." if several else ".")
     )
+    return "\n".join(lines) + "\n"
+
+
+def winners_table(records: list[CampaignRecord]) -> str:
+    """Markdown: the final-tested winners of several campaigns against each other (two-sided:
+    neither is the reference), "" with fewer than two. Campaigns with the same seed re-train
+    their baseline with the same fresh seeds, so its scores must agree; the table says whether
+    they do, which checks that the final tests are comparable at all."""
+    finals = [(r, r.summary["final"]) for r in records if r.summary.get("final")]
+    if len(finals) < 2:
+        return ""
+    lines = [
+        "",
+        "## Winners against each other",
+        "",
+        "| campaign | id | campaign | id | mean difference | p (two-sided) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for index, (first, a) in enumerate(finals):
+        for second, b in finals[index + 1 :]:
+            x, y = a["candidates"][0], b["candidates"][0]
+            test = mann_whitney_differ(x["scores"], y["scores"])
+            lines.append(
+                f"| {first.label} | {x['id']} | {second.label} | {y['id']} | "
+                f"{x['mean'] - y['mean']:+.4f} | {test.p:.3g} |"
+            )
+    lines.append(
+        "\nMann-Whitney U test on the final test's fresh seeds of each campaign's best: a small "
+        "p says the winners differ; a large one says this many seeds cannot tell them apart, "
+        "not that they are equal."
+    )
+    groups: dict[str, list[tuple[str, list[float]]]] = {}
+    for record, final in finals:
+        key = json.dumps(final.get("seeds"))
+        groups.setdefault(key, []).append((record.label, final["baseline"]["scores"]))
+    for seeds, members in groups.items():
+        if len(members) < 2:
+            continue
+        names = ", ".join(label for label, _ in members)
+        spread = max(
+            abs(u - v) for _, scores in members for u, v in zip(scores, members[0][1], strict=True)
+        )
+        lines.append(
+            f"\nThe baseline on the same fresh seeds {seeds} in {names}: "
+            + ("the same scores." if spread == 0 else f"scores differ by up to {spread:.4g}.")
+        )
     return "\n".join(lines) + "\n"
 
 

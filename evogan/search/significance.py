@@ -1,5 +1,5 @@
-"""The one-sided Mann-Whitney U test: do a candidate's re-trained scores lie below the
-baseline's?
+"""The Mann-Whitney U test: do a candidate's re-trained scores lie below the baseline's
+(one-sided), and can two searches' winners be told apart (two-sided)?
 
 A campaign's final step compares a handful of scores per architecture (one per fresh seed).
 Their distribution is unknown and failed trainings score a fixed worst value, so a rank test
@@ -40,6 +40,23 @@ def mann_whitney_less(
 
     ``auto`` uses the exact distribution when there are no ties and n1 + n2 <= EXACT_MAX,
     else the normal approximation. Infinite values are ordinary (largest) values."""
+    return _mann_whitney(x, y, "less", method)
+
+
+def mann_whitney_differ(
+    x: np.ndarray | list[float], y: np.ndarray | list[float], method: Method = "auto"
+) -> MannWhitney:
+    """Two-sided test of H1 "x and y differ in location": whether two searches' winners can
+    be told apart on their fresh seeds, where neither is the reference. ``p`` is two-sided."""
+    return _mann_whitney(x, y, "two-sided", method)
+
+
+def _mann_whitney(
+    x: np.ndarray | list[float],
+    y: np.ndarray | list[float],
+    alternative: Literal["less", "two-sided"],
+    method: Method,
+) -> MannWhitney:
     a = np.asarray(x, dtype=np.float64).ravel()
     b = np.asarray(y, dtype=np.float64).ravel()
     if len(a) == 0 or len(b) == 0 or np.isnan(a).any() or np.isnan(b).any():
@@ -55,7 +72,7 @@ def mann_whitney_less(
         raise ValueError("the exact Mann-Whitney distribution assumes no ties")
     from scipy import stats  # 0.5 s to import: paid only where a final step runs the test
 
-    result = stats.mannwhitneyu(a, b, alternative="less", method=method)
+    result = stats.mannwhitneyu(a, b, alternative=alternative, method=method)
     if (pooled == pooled[0]).all():  # every value tied: no evidence either way
         return MannWhitney(float(result.statistic), 1.0, method)
     return MannWhitney(float(result.statistic), min(float(result.pvalue), 1.0), method)
