@@ -185,3 +185,20 @@ def test_convergence_draws_the_best_so_far_against_candidates_and_minutes() -> N
     assert list(time_line.get_ydata()) == [8.0, 6.5, 6.5]
     assert by_time.get_xlabel() == "campaign wall time [min]"
     assert time_line.get_drawstyle() == "steps-post"
+
+
+def test_a_gan_curve_without_a_finite_loss_says_so_instead_of_an_empty_legend(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    from evogan.plots.learning import plot_learning_curve
+
+    records = [
+        {"kind": "epoch", "step": s, "wall_seconds": 2.0 * s, "d_loss": None, "g_loss": None}
+        for s in (10, 20)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns of a legend without labelled artists
+        png = plot_learning_curve(records, tmp_path / "curve.png", "diverged")
+    assert png.stat().st_size > 0

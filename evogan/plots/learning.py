@@ -39,15 +39,21 @@ def plot_learning_curve(records: list[dict[str, Any]], png: str | Path, title: s
 
 
 def _losses(ax: Axes, epochs: list[dict[str, Any]], key: str) -> None:
+    plotted = False
     for name, label in LOSSES:
         points = [(r[key], r[name]) for r in epochs if r.get(name) is not None and key in r]
         if points:
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, marker="o", label=f"{label} ({name})")
-    positive = all(r.get(name) is None or r[name] > 0 for r in epochs for name, _ in LOSSES)
-    if epochs:
+            plotted = True
+    positive = plotted and all(
+        r.get(name) is None or r[name] > 0 for r in epochs for name, _ in LOSSES
+    )
+    if plotted:
         ax.set_yscale("log" if positive else "linear")
         ax.legend(fontsize=8)
+    elif epochs:  # every epoch's losses were NaN or infinite, which metrics.jsonl records as null
+        ax.text(0.5, 0.5, "no finite loss in any epoch", ha="center", transform=ax.transAxes)
     ax.set_ylabel("loss, mean over an epoch" + (" (log)" if positive else ""))
     ax.grid(alpha=0.3)
 
