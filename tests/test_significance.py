@@ -18,18 +18,20 @@ def _u1(x: list[float], y: list[float]) -> float:
     return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
 
 
-def _permutation_p(x: list[float], y: list[float]) -> float:
-    """P(U1 <= observed) over every split of the pooled values into groups of len(x): the
-    exact null distribution by brute force."""
+def _split_u1s(x: list[float], y: list[float]) -> list[float]:
+    """U1 of every split of the pooled values into groups of len(x): the exact null
+    distribution by brute force."""
     pooled = [*x, *y]
-    observed = _u1(x, y)
-    hits = total = 0
-    for chosen in itertools.combinations(range(len(pooled)), len(x)):
-        first = [pooled[i] for i in chosen]
-        rest = [pooled[i] for i in range(len(pooled)) if i not in chosen]
-        hits += _u1(first, rest) <= observed + 1e-12
-        total += 1
-    return hits / total
+    return [
+        _u1([pooled[i] for i in chosen], [pooled[i] for i in range(len(pooled)) if i not in chosen])
+        for chosen in itertools.combinations(range(len(pooled)), len(x))
+    ]
+
+
+def _permutation_p(x: list[float], y: list[float]) -> float:
+    """P(U1 <= observed) under that null distribution."""
+    splits, observed = _split_u1s(x, y), _u1(x, y)
+    return sum(u <= observed + 1e-12 for u in splits) / len(splits)
 
 
 def test_exact_p_matches_brute_force_enumeration() -> None:
@@ -50,17 +52,10 @@ def test_two_sided_p_is_the_share_of_splits_at_least_as_far_from_the_centre() ->
         for _ in range(3):
             x = rng.normal(0.0, 1.0, n1).round(6).tolist()
             y = rng.normal(0.5, 1.0, n2).round(6).tolist()
-            pooled, centre = [*x, *y], n1 * n2 / 2
+            centre = n1 * n2 / 2
             distance = abs(_u1(x, y) - centre)
-            splits = list(itertools.combinations(range(n1 + n2), n1))
-            far = sum(
-                abs(
-                    _u1([pooled[i] for i in c], [pooled[i] for i in range(n1 + n2) if i not in c])
-                    - centre
-                )
-                >= distance - 1e-12
-                for c in splits
-            )
+            splits = _split_u1s(x, y)
+            far = sum(abs(u - centre) >= distance - 1e-12 for u in splits)
             result = mann_whitney_differ(x, y)
             assert result.method == "exact"
             assert result.p == pytest.approx(far / len(splits), abs=1e-12)

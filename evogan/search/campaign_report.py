@@ -94,12 +94,17 @@ def _number(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
 
 
+def _finals(records: list[CampaignRecord]) -> list[tuple[CampaignRecord, dict[str, Any]]]:
+    """The campaigns that have a final test, with it."""
+    return [(r, r.summary["final"]) for r in records if r.summary.get("final")]
+
+
 def final_table(records: list[CampaignRecord]) -> str:
     """Markdown: each campaign's final test (fresh seeds), "" when no campaign has one. Where
     the report holds several tested candidates (several backends' winners against the same
     baseline), their p-values are also Holm-adjusted over all of them: a search wins only when
     it does so after that correction."""
-    finals = [(r, r.summary["final"]) for r in records if r.summary.get("final")]
+    finals = _finals(records)
     if not finals:
         return ""
     tested = [c for _, final in finals for c in final["candidates"]]
@@ -145,7 +150,7 @@ def winners_table(records: list[CampaignRecord]) -> str:
     neither is the reference), "" with fewer than two. Campaigns with the same seed re-train
     their baseline with the same fresh seeds, so its scores must agree; the table says whether
     they do, which checks that the final tests are comparable at all."""
-    finals = [(r, r.summary["final"]) for r in records if r.summary.get("final")]
+    finals = _finals(records)
     if len(finals) < 2:
         return ""
     lines = [
