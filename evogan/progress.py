@@ -55,13 +55,21 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def format_rate(rate: float) -> str:
+    """``0.0123 -> "0.0123"``, ``7780.4 -> "7780"``: three significant digits, and whole
+    numbers from a thousand up, where ``%g`` would switch to ``7.78e+03``."""
+    if rate != rate:  # NaN: not known yet
+        return "?"
+    return f"{rate:.3g}" if abs(rate) < 1000 else f"{rate:.0f}"
+
+
 class _RateColumn(ProgressColumn):
     """Units per second (rich's own speed column only knows bytes)."""
 
     def render(self, task) -> Text:
         speed = task.finished_speed or task.speed
         unit = f" {task.fields['unit']}" if task.fields.get("unit") else ""
-        return Text("?/s" if speed is None else f"{speed:.3g}{unit}/s")
+        return Text("?/s" if speed is None else f"{format_rate(speed)}{unit}/s")
 
 
 class Task:
@@ -136,9 +144,7 @@ class Task:
             done = f"{self.completed:g}/{self.total:g}{unit} ({share:.0f}%)"
         else:
             done = f"{self.completed:g}{unit}"
-        rate = self.rate
-        shown = "?" if rate != rate else f"{rate:.3g}"  # NaN: not known yet
-        parts = [f"{self.description}: {done}", f"{shown}{unit}/s"]
+        parts = [f"{self.description}: {done}", f"{format_rate(self.rate)}{unit}/s"]
         if self.total:
             parts.append(f"ETA {format_seconds(self.eta())}")
         if self.note:

@@ -17,7 +17,7 @@ import pytest
 from evogan import progress as progress_module
 from evogan.cli import main
 from evogan.logs import labelled_stdout
-from evogan.progress import Task, format_seconds, hushed, progress
+from evogan.progress import Task, format_rate, format_seconds, hushed, progress
 from tests.conftest import evogan, mpi_env
 
 
@@ -28,6 +28,14 @@ def test_format_seconds_reads_at_a_glance() -> None:
     assert format_seconds(4000) == "1h06m"
     assert format_seconds(float("inf")) == "?"
     assert format_seconds(float("nan")) == "?"
+
+
+def test_format_rate_keeps_three_digits_without_an_exponent() -> None:
+    assert format_rate(0.01234) == "0.0123"
+    assert format_rate(310.4) == "310"
+    assert format_rate(7780.4) == "7780"
+    assert format_rate(1.25e6) == "1250000"
+    assert format_rate(float("nan")) == "?"
 
 
 def test_task_counts_and_estimates_from_its_rate(monkeypatch: pytest.MonkeyPatch) -> None:
