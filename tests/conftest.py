@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -173,19 +174,33 @@ def evogan(
     )
 
 
-def evogan_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+def evogan_here(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the ``evogan`` CLI in this process (:func:`evogan.cli.main`, what ``python -m
-    evogan`` calls), for commands that end before any launch: a subprocess would spend a
-    second importing torch to say one line."""
+    evogan`` calls), in ``cwd`` with ``env`` as the environment while it runs, its output
+    captured (in the repository, as :func:`evogan` runs): a subprocess would spend two seconds
+    importing torch and evogan, which this process holds. For commands that launch no ranks
+    and need no signal of their own."""
     from evogan.cli import main
 
-    capsys.readouterr()
+    said = {"out": io.StringIO(), "err": io.StringIO()}
+    environment, here = dict(os.environ), Path.cwd()
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    os.chdir(cwd or REPO)
     try:
-        code = main(list(args))
+        with contextlib.redirect_stdout(said["out"]), contextlib.redirect_stderr(said["err"]):
+            code = main(list(args))
     except SystemExit as exc:  # the argument parser's refusals
         code = exc.code if isinstance(exc.code, int) else 1
-    said = capsys.readouterr()
-    return subprocess.CompletedProcess(["evogan", *args], code, said.out, said.err)
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(environment)
+    out, err = said["out"].getvalue(), said["err"].getvalue()
+    return subprocess.CompletedProcess(["evogan", *args], code, out, err)
 
 
 def launch(ranks: int, args: list[str]) -> subprocess.Popen:

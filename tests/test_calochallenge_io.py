@@ -17,7 +17,7 @@ from evogan.data.reader import ShowerDataset, open_dataset, open_file, open_file
 from evogan.data.writer import ShowerWriter
 from evogan.detectors import detector_for
 from evogan.errors import ConfigError, DataError
-from tests.conftest import evogan
+from tests.conftest import evogan_here
 from tests.data_fixtures import write_layout
 
 DS2 = detector_for("calochallenge-2")  # 9 radial x 16 angular x 45 layers
@@ -275,17 +275,17 @@ def test_writer_leaves_nothing_on_failure(tmp_path):
 @pytest.mark.slow
 def test_cli_inspect_names_the_detector_and_refuses_a_wrong_one(tmp_path):
     path = write_calochallenge(tmp_path / "a.h5", 4)
-    shown = evogan("data", "inspect", str(path))
+    shown = evogan_here("data", "inspect", str(path))
     assert shown.returncode == 0, shown.stderr
     assert "calochallenge-2 (cylindrical, 9x16x45)" in shown.stdout.splitlines()[1]
-    wrong = evogan("data", "inspect", str(path), "--set", "data.detector=calochallenge-3")
+    wrong = evogan_here("data", "inspect", str(path), "--set", "data.detector=calochallenge-3")
     assert wrong.returncode == 2
     assert wrong.stderr.strip().count("\n") == 0 and "40500" in wrong.stderr
 
 
 def test_cli_synth_refuses_an_unknown_detector_and_writes_nothing(tmp_path):
     out = tmp_path / "s.h5"
-    result = evogan("data", "synth", "--out", str(out), "--events", "3", "--detector", "nope")
+    result = evogan_here("data", "synth", "--out", str(out), "--events", "3", "--detector", "nope")
     assert result.returncode == 2
     assert "unknown detector 'nope'" in result.stderr and "calochallenge-2" in result.stderr
     assert result.stderr.strip().count("\n") == 0
@@ -297,7 +297,7 @@ def test_cli_validate_refuses_showers_of_another_detector(tmp_path):
     generated = write_calochallenge(tmp_path / "ds2.h5", 12)
     photons = detector_for("calochallenge-1-photons")
     reference = write_calochallenge(tmp_path / "ds1.h5", 12, photons.voxels)
-    result = evogan("validate", str(generated), str(reference), "--out", str(tmp_path / "v"))
+    result = evogan_here("validate", str(generated), str(reference), "--out", str(tmp_path / "v"))
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().count("\n") == 0
     assert "calochallenge-2" in result.stderr and "calochallenge-1-photons" in result.stderr

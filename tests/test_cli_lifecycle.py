@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from evogan.cli import main
 from evogan.config.base import read_yaml
 from evogan.config.resume import check_resume_overrides, extending_keys, is_resume_safe
 from evogan.errors import EXIT_STOPPED, EXIT_USER_ERROR, ConfigError, EvoganError
 from evogan.store.lock import FAILED, FINISHED, check_resumable, write_status
-from tests.conftest import REPO, evogan, mpi_env, write_config
+from tests.conftest import REPO, evogan, evogan_here, mpi_env, write_config
 from tests.test_islands_mpi import TINY
 
 CONFIGS = REPO / "configs"
@@ -74,9 +73,9 @@ def test_config_and_resume_together_are_refused_for_every_command(tmp_path) -> N
         ("search", CONFIGS / "arch_search_ga.yaml"),
     ):
         run = fake_run(tmp_path, command, config)
-        line = one_error(evogan(command, str(config), "--resume", str(run)))
+        line = one_error(evogan_here(command, str(config), "--resume", str(run)))
         assert f"continues with the run's own config ({run / 'config.yaml'}); drop CONFIG" in line
-    assert "needs a CONFIG file, or --resume RUN" in one_error(evogan("evolve"))
+    assert "needs a CONFIG file, or --resume RUN" in one_error(evogan_here("evolve"))
 
 
 @pytest.mark.parametrize(
@@ -92,7 +91,7 @@ def test_config_and_resume_together_are_refused_for_every_command(tmp_path) -> N
 )
 def test_resume_refuses_overrides_that_change_the_computation(tmp_path, command, config, key):
     run = fake_run(tmp_path, "run", CONFIGS / config)
-    line = one_error(evogan(command, "--resume", str(run), "--set", f"{key}=7"))
+    line = one_error(evogan_here(command, "--resume", str(run), "--set", f"{key}=7"))
     assert f"--set {key} would change what the resumed run computes" in line
     assert f"start a new run to change {key}" in line
 
@@ -109,17 +108,17 @@ def test_resume_safe_keys_per_task() -> None:
 
 def test_rmsprop_runs_and_finished_or_failed_runs_are_not_resumed_blindly(tmp_path) -> None:
     run = fake_run(tmp_path, "my rmsprop", CONFIGS / "regressor_rmsprop.yaml")
-    line = one_error(evogan("train", "--resume", str(run)))
+    line = one_error(evogan_here("train", "--resume", str(run)))
     assert "evogan train (RMSprop) keep no checkpoints" in line
     assert f"evogan train '{run}/config.yaml' (a GA run resumes with" in line
     run = fake_run(tmp_path, "my ga", CONFIGS / "regressor_ga.yaml")
     write_status(run, FINISHED)
-    assert one_error(evogan("evolve", "--resume", str(run))).endswith(
+    assert one_error(evogan_here("evolve", "--resume", str(run))).endswith(
         "already finished (status.json); nothing to resume unless you extend it with a larger "
         "--set ga.epochs"
     )
     write_status(run, FAILED, "RuntimeError: disk full")
-    line = one_error(evogan("evolve", "--resume", str(run)))
+    line = one_error(evogan_here("evolve", "--resume", str(run)))
     assert f"{run} failed (RuntimeError: disk full); fix the cause, then resume it" in line
     assert line.endswith(f"--resume '{run}' --force")
     assert json.loads((run / "status.json").read_text())["status"] == FAILED  # unchanged
@@ -145,8 +144,13 @@ def test_a_finished_run_names_the_keys_that_extend_its_task(tmp_path, config, ke
 
 def test_run_names_cannot_escape_the_run_root(tiny, tmp_path) -> None:
     for name in ("../../escaped", "/tmp/escaped-absolute", "..", "a/b"):
-        done = evogan(
-            "evolve", str(tiny), "--set", f"run.root={tmp_path}", "--set", f"run.name={name}"
+        done = evogan_here(
+            "evolve",
+            str(tiny),
+            "--set",
+            f"run.root={tmp_path}",
+            "--set",
+            f"run.name={name}",
         )
         assert f"run.name = {name!r} must be a plain directory name" in one_error(done)
     assert not (tmp_path.parent.parent / "escaped").exists()
@@ -155,7 +159,7 @@ def test_run_names_cannot_escape_the_run_root(tiny, tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_file_where_a_run_directory_belongs_is_named_before_the_data_is_read(
-    tiny, tmp_path, capsys
+    tiny, tmp_path
 ) -> None:
     """The first refusal in a process of its own, as a user meets it; the others through the
     CLI's ``main`` in this process."""
@@ -165,21 +169,11 @@ def test_a_file_where_a_run_directory_belongs_is_named_before_the_data_is_read(
     assert f"run directory {a_file} is a file, not a directory" in one_error(started)
     assert "data:" not in started.stdout and a_file.read_text() == "mine"
     for command in ("evolve", "train", "search"):
-        line = refused_in_process(capsys, command, "--resume", str(a_file))
+        line = one_error(evogan_here(command, "--resume", str(a_file)))
         assert f"--resume: run directory {a_file} is a file" in line, command
     absent = ["report", str(tmp_path / "absent"), "--out", str(tmp_path / "report")]
-    line = refused_in_process(capsys, *absent)
+    line = one_error(evogan_here(*absent))
     assert f"campaign directory {tmp_path / 'absent'} is missing" in line
-
-
-def refused_in_process(capsys: pytest.CaptureFixture, *args: str) -> str:
-    """The single stderr line of a command that ``main`` refuses (exit 2, no traceback)."""
-    code = main(list(args))
-    err = capsys.readouterr().err
-    assert code == EXIT_USER_ERROR, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evogan: error: "), err
-    return lines[0]
 
 
 @pytest.mark.slow
@@ -196,7 +190,7 @@ def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path)
         "checkpoint.every=4",
     )
     wait_until(lambda: (run / "checkpoints/island-0000/gen-00000004.h5").exists(), first)
-    line = one_error(evogan("evolve", "--resume", str(run)))
+    line = one_error(evogan_here("evolve", "--resume", str(run)))
     assert f"run directory {run} is in use by pid {first.pid} on " in line
     first.send_signal(signal.SIGTERM)
     _, err = first.communicate(timeout=60)
@@ -205,7 +199,7 @@ def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path)
         f"evogan: stopped by a signal; resume with: evogan evolve --resume {run}"
     )
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
-    done = evogan("evolve", "--resume", str(run), "--set", "ga.epochs=4")
+    done = evogan_here("evolve", "--resume", str(run), "--set", "ga.epochs=4")
     assert done.returncode == 0, done.stderr
     assert "resumed" in done.stdout and (run / "summary.json").is_file()
     assert json.loads((run / "status.json").read_text())["status"] == FINISHED
@@ -213,7 +207,7 @@ def test_a_second_process_on_a_live_run_fails_and_a_stop_resumes(tiny, tmp_path)
     # the stop may come after epoch 4, and a stop on an epoch's last generation leaves that
     # epoch's record to the resumed run: two more epochs always run new generations
     more = before["epochs"] + 2
-    done = evogan("evolve", "--resume", str(run), "--set", f"ga.epochs={more}")
+    done = evogan_here("evolve", "--resume", str(run), "--set", f"ga.epochs={more}")
     assert done.returncode == 0, done.stderr
     after = json.loads((run / "summary.json").read_text())
     assert after["epochs"] == more and after["generations"] > before["generations"]
@@ -272,7 +266,7 @@ def test_sigterm_stops_an_rmsprop_run_with_75_and_its_resume_is_refused(tiny, tm
     assert process.returncode == EXIT_STOPPED, err
     assert err.strip().splitlines()[-1].startswith("evogan: stopped by SIGTERM")
     assert json.loads((run / "status.json").read_text())["status"] == "stopped"
-    assert "keep no checkpoints" in one_error(evogan("train", "--resume", str(run)))
+    assert "keep no checkpoints" in one_error(evogan_here("train", "--resume", str(run)))
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from evogan.regressor.evolve import evolve_regressor
 from evogan.regressor.rmsprop import train_regressor
 from evogan.search.campaign import Campaign
 from evogan.store import read_metrics, to_json
-from tests.conftest import REPO, evogan
+from tests.conftest import REPO, evogan_here
 from tests.gan_fixtures import tiny_campaign
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -59,7 +59,7 @@ def two_runs(tmp_path_factory):
 def test_compare_writes_figures_and_table(two_runs) -> None:
     root, ga, rmsprop = two_runs
     out = root / "figures"
-    process = evogan("compare", str(ga), str(rmsprop), "--out", str(out))
+    process = evogan_here("compare", str(ga), str(rmsprop), "--out", str(out))
     assert process.returncode == 0, process.stderr
     for name in ("test_loss.png", "energy_response.png", "relative_error.png"):
         _figure(out / name)
@@ -85,7 +85,7 @@ def test_summary_table_reports_errors_in_percent(two_runs) -> None:
 
 
 def test_compare_refuses_a_directory_that_is_not_a_run(tmp_path) -> None:
-    process = evogan("compare", str(tmp_path), "--out", str(tmp_path / "out"))
+    process = evogan_here("compare", str(tmp_path), "--out", str(tmp_path / "out"))
     assert process.returncode == 2
     assert process.stderr.strip().splitlines() == [
         f"evogan: error: {tmp_path} is not an evogan run directory "
@@ -112,7 +112,7 @@ def gan_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("gan") / "gan"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVOGAN_CACHE_DIR", str(run.parent / "cache"))
-        done = evogan(
+        done = evogan_here(
             "train", str(REPO / "configs" / "gan3d_tiny.yaml"), "--run-dir", str(run), *GAN_SHORT
         )
     assert done.returncode == 0, done.stderr

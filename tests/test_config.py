@@ -12,7 +12,7 @@ from evogan.config import RegressorConfig, load_config
 from evogan.errors import ConfigError
 from evogan.search.campaign import resolve_base
 
-from .conftest import evogan
+from .conftest import evogan, evogan_here
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -100,7 +100,7 @@ def test_empty_non_utf8_and_directory_configs_are_one_line(tmp_path: Path) -> No
     assert "is not UTF-8 text (byte 16); save it as UTF-8 YAML" in error_of(latin)
     assert "is a directory; pass a YAML file inside it" in error_of(tmp_path)
     for path in (latin, tmp_path):
-        done = evogan("evolve", str(path))
+        done = evogan_here("evolve", str(path))
         assert done.returncode == 2
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
@@ -232,7 +232,7 @@ def test_g_lr_inf_is_refused_before_a_run_directory(tmp_path: Path) -> None:
     """The GAN that trained to NaN and saved it as best_model.h5 is refused at load."""
     run = tmp_path / "run"
     config = str(CONFIGS / "gan3d_tiny.yaml")
-    result = evogan("train", config, "--set", "spec.g_lr=inf", "--run-dir", str(run))
+    result = evogan_here("train", config, "--set", "spec.g_lr=inf", "--run-dir", str(run))
     assert result.returncode == 2 and not run.exists()
     assert result.stderr.strip() == (
         f"evogan: error: {config}: spec.g_lr = 'inf' is not allowed: it must be a finite number "

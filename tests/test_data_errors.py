@@ -78,12 +78,12 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_file_gives_one_line(tmp_path, capsys, case):
+def test_bad_file_gives_one_line(tmp_path, case):
     make, pattern = CASES[case]
     path = tmp_path / ("absent.h5" if make is None else "bad.h5")
     if make is not None:
         make(path)
-    result = evogan_here(capsys, "data", "inspect", str(path))
+    result = evogan_here("data", "inspect", str(path))
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evogan: error: "), result.stderr
@@ -104,9 +104,9 @@ def test_a_bad_file_is_one_line_from_a_process_of_its_own(tmp_path):
     ], result.stderr
 
 
-def test_forced_layout_that_does_not_fit(tmp_path, capsys):
+def test_forced_layout_that_does_not_fit(tmp_path):
     path = write_layout(tmp_path / "s.h5", "evogan", 2)
-    result = evogan_here(capsys, "data", "inspect", str(path), "--set", "data.layout=fixed25")
+    result = evogan_here("data", "inspect", str(path), "--set", "data.layout=fixed25")
     assert result.returncode == 2
     assert "missing dataset 'target'; keys present: ECAL, energy, eta, sum, theta" in result.stderr
     assert "Traceback" not in result.stderr
@@ -119,22 +119,20 @@ def _renamed_ecal(path):
     return path
 
 
-def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path, capsys):
+def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path):
     """The "set data.ecal_key" that an error advises is a setting inspect and validate take,
     and messages about the cells then name the file's own key."""
     path = _renamed_ecal(tmp_path / "hcal.h5")
-    refused = evogan_here(capsys, "data", "inspect", str(path))
+    refused = evogan_here("data", "inspect", str(path))
     assert refused.returncode == 2
     assert "missing dataset 'ECAL'; keys present: HCAL, energy" in refused.stderr
     assert "set data.ecal_key to the right key" in refused.stderr
-    read = evogan_here(
-        capsys, "data", "inspect", str(path), "--json", "--set", "data.ecal_key=HCAL"
-    )
+    read = evogan_here("data", "inspect", str(path), "--json", "--set", "data.ecal_key=HCAL")
     assert read.returncode == 0, read.stderr
     assert '"events": 6' in read.stdout
     with h5py.File(path, "r+") as f:
         f["HCAL"][4, 10, 11, 12] = np.nan
-    bad = evogan_here(capsys, "data", "inspect", str(path), "--set", "data.ecal_key=HCAL")
+    bad = evogan_here("data", "inspect", str(path), "--set", "data.ecal_key=HCAL")
     assert bad.returncode == 2
     assert "hcal.h5: HCAL of event 4 holds NaN or inf" in bad.stderr
 
@@ -148,9 +146,9 @@ def test_the_advised_setting_reads_a_file_with_other_keys(tmp_path, capsys):
         ("data.layout=raw", "--set: data.layout = 'raw' is not allowed"),
     ],
 )
-def test_read_settings_are_checked(tmp_path, capsys, setting, message):
+def test_read_settings_are_checked(tmp_path, setting, message):
     path = write_layout(tmp_path / "s.h5", "evogan", 2)
-    result = evogan_here(capsys, "data", "inspect", str(path), "--set", setting)
+    result = evogan_here("data", "inspect", str(path), "--set", setting)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
 
@@ -162,14 +160,12 @@ def test_directory_and_unmatched_glob(tmp_path):
         open_dataset(DataConfig(files=[str(tmp_path / "run_*.h5")]))
 
 
-def test_validate_reads_a_reference_with_other_keys(tmp_path, capsys):
+def test_validate_reads_a_reference_with_other_keys(tmp_path):
     """validate reads the reference with the --set read settings: it gets past the key to
     the reference's size, refused before any scoring."""
     generated = write_layout(tmp_path / "generated.h5", "evogan", 40)
     reference = _renamed_ecal(tmp_path / "hcal.h5")
-    few = evogan_here(
-        capsys, "validate", str(generated), str(reference), "--set", "data.ecal_key=HCAL"
-    )
+    few = evogan_here("validate", str(generated), str(reference), "--set", "data.ecal_key=HCAL")
     assert few.returncode == 2, few.stderr
     assert few.stderr.strip().splitlines() == [
         "evogan: error: the floor compares two halves of the reference and needs at least 8 "

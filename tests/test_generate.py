@@ -19,7 +19,7 @@ from evogan.data.writer import ShowerWriter
 from evogan.gan3d.model import precision as precision_module
 from evogan.gan3d.model.generate import event_conditions, generate_events
 from evogan.gan3d.model.model_file import load_generator
-from tests.conftest import evogan
+from tests.conftest import evogan_here
 from tests.gan_fixtures import one_thread, save_tiny_generator, tiny_campaign
 
 
@@ -27,7 +27,7 @@ from tests.gan_fixtures import one_thread, save_tiny_generator, tiny_campaign
 def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
     model = save_tiny_generator(tmp_path / "g.h5", seed=4)
     out = tmp_path / "gan.h5"
-    result = evogan(
+    result = evogan_here(
         "generate",
         str(model),
         "--events",
@@ -43,7 +43,7 @@ def test_generate_then_inspect_round_trip(tmp_path: Path) -> None:
         "8",
     )
     assert result.returncode == 0, result.stderr
-    inspected = evogan("data", "inspect", str(out), "--json")
+    inspected = evogan_here("data", "inspect", str(out), "--json")
     assert inspected.returncode == 0, inspected.stderr
     report = json.loads(inspected.stdout)
     assert report["events"] == 20 and report["layout"] == "evogan"

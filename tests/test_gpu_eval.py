@@ -24,7 +24,7 @@ from evogan.regressor.network import (
     batched_predict,
     evaluation_path,
 )
-from tests.conftest import REPO, evogan
+from tests.conftest import REPO, evogan_here
 
 TRITON, TORCH = "fused Triton kernel", "torch im2col + matmul"
 
@@ -135,7 +135,7 @@ def test_ga_on_cuda_without_a_gpu_is_refused_before_data_or_a_run_directory(
     tmp_path: Path,
 ) -> None:
     run = tmp_path / "run"
-    done = evogan(
+    done = evogan_here(
         "evolve",
         "configs/regressor_ga.yaml",
         "--run-dir",

@@ -11,7 +11,7 @@ from evogan.cli import main
 from evogan.data.synthetic import write_synthetic
 from evogan.errors import EXIT_USER_ERROR
 from evogan.physics.inspect import REFERENCE_EDGES_GEV, energy_edges, format_report, inspect_file
-from tests.conftest import evogan
+from tests.conftest import evogan_here
 from tests.data_fixtures import write_layout
 
 KEYS = {
@@ -77,7 +77,7 @@ def test_fixture_layout_with_empty_bins(tmp_path):
 @pytest.mark.slow
 def test_cli_json_and_plot(synthetic_file, tmp_path):
     png = tmp_path / "inspect.png"
-    result = evogan("data", "inspect", str(synthetic_file), "--json", "--plot", str(png))
+    result = evogan_here("data", "inspect", str(synthetic_file), "--json", "--plot", str(png))
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["events"] == 240 and set(report) >= KEYS

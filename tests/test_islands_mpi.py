@@ -17,7 +17,7 @@ from evogan.plots.regressor_curve import progress_records
 from evogan.store import load_weights, read_metrics
 from tests.conftest import (
     REPO,
-    evogan,
+    evogan_here,
     kill_job,
     launch,
     mpirun,
@@ -106,7 +106,7 @@ def test_two_islands_exchange_and_use_migrants(two_islands, tmp_path) -> None:
         assert len(records) == 2
     assert "2 island(s)" in done.stdout
     figures = tmp_path / "figures"
-    compared = evogan("compare", str(run), "--out", str(figures))
+    compared = evogan_here("compare", str(run), "--out", str(figures))
     assert compared.returncode == 0, compared.stderr
     assert (figures / "island_curves.png").stat().st_size > 10_000
 

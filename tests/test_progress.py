@@ -18,7 +18,7 @@ from evogan import progress as progress_module
 from evogan.cli import main
 from evogan.logs import labelled_stdout
 from evogan.progress import Task, format_rate, format_seconds, hushed, progress
-from tests.conftest import evogan, mpi_env
+from tests.conftest import evogan_here, mpi_env
 
 
 def test_format_seconds_reads_at_a_glance() -> None:
@@ -167,7 +167,7 @@ def test_optuna_lines_go_through_evogan_logging(level: str) -> None:
 def test_inspect_reports_progress_and_streams_the_file_once(tmp_path: Path) -> None:
     showers = tmp_path / "showers.h5"
     assert main(["data", "synth", "--out", str(showers), "--events", "48", "--seed", "1"]) == 0
-    result = evogan("data", "inspect", str(showers), "--plot", str(tmp_path / "showers.png"))
+    result = evogan_here("data", "inspect", str(showers), "--plot", str(tmp_path / "showers.png"))
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("inspect: ")]
     assert len(lines) == 1, result.stderr  # one scan for the report and the figure

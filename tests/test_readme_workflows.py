@@ -5,8 +5,10 @@ The commands run in order in one scratch directory (a copy of ``configs/``), as 
 type them: sizes shrink only through ``--set`` on configs (events, epochs, candidates, and the
 3DGAN spec and search space of ``configs/*_tiny.yaml``) and size options (``--events``),
 ``mpirun -n N`` runs on 2 ranks, ``populations/ga-...`` means the newest matching run and globs
-expand as a shell would. A ``--resume RUN`` line is run after its run was stopped by SIGTERM
-(exit 75), as at the end of an allocation, and must then finish (exit 0). Lines that cannot run
+expand as a shell would. An ``evogan`` line runs in this process through
+:func:`evogan.cli.main` (what the ``evogan`` script calls); ``mpirun`` lines run under a real
+launcher. A ``--resume RUN`` line is run after its run was stopped by SIGTERM (exit 75), as at
+the end of an allocation, and must then finish (exit 0). Lines that cannot run
 here are skipped by a named rule, each reported as a skipped test with its reason.
 
 The commands in docs/ are checked without running them (they are the README's workflows at
@@ -35,7 +37,7 @@ import yaml
 from evogan.cli import build_parser
 from evogan.config import load_config
 from evogan.errors import EXIT_STOPPED, EvoganError
-from tests.conftest import REPO, mpi_env, rank_pids, run_launched, start_launched
+from tests.conftest import REPO, evogan_here, mpi_env, rank_pids, run_launched, start_launched
 
 README = REPO / "README.md"
 GETTING_STARTED = REPO / "docs" / "getting-started.md"
@@ -219,7 +221,10 @@ class Workflow:
     # ---------------------------------------------------------------- execution
     def execute(self, argv: list[str], outcome: Outcome, expect: int) -> None:
         outcome.ran.append(shlex.join(argv))
-        result = run_launched(argv, env=self.env, cwd=self.root, timeout=TIMEOUT_S)
+        if argv[0] == "evogan":
+            result = evogan_here(*argv[1:], cwd=self.root, env=self.env)
+        else:
+            result = run_launched(argv, env=self.env, cwd=self.root, timeout=TIMEOUT_S)
         if result.returncode != expect and outcome.error is None:
             outcome.error = _failure(argv, result.returncode, expect, result.stdout, result.stderr)
 

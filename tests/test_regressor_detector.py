@@ -28,7 +28,7 @@ from evogan.plots.compare import RunRecord, images_caption
 from evogan.regressor.data import mape
 from evogan.regressor.network import load_regressor
 from evogan.store import read_metrics
-from tests.conftest import evogan, mpirun, write_config
+from tests.conftest import evogan_here, mpirun, write_config
 from tests.data_fixtures import write_layout
 
 DS2 = detector_for("calochallenge-2")
@@ -208,7 +208,7 @@ def test_the_cli_refuses_in_one_line_and_leaves_no_run(
     config.write_text(yaml.safe_dump(TINY_DS2))
     for command in ("evolve", "train"):
         target = tmp_path / f"{command}-run"
-        done = evogan(command, str(config), "--set", override, "--run-dir", str(target))
+        done = evogan_here(command, str(config), "--set", override, "--run-dir", str(target))
         assert done.returncode == EXIT_USER_ERROR
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(message), done.stderr
@@ -222,7 +222,7 @@ def ds2_runs(tmp_path_factory) -> tuple[Path, Path, Path]:
     config = write_config(tmp_path_factory, "ds2_runs", TINY_DS2)
     root = config.parent
     for command, name in (("evolve", "ga"), ("train", "rmsprop")):
-        done = evogan(command, str(config), "--run-dir", str(root / name), timeout=120)
+        done = evogan_here(command, str(config), "--run-dir", str(root / name))
         assert done.returncode == 0, done.stderr
     return config, root / "ga", root / "rmsprop"
 
@@ -255,7 +255,7 @@ def test_compare_names_the_detector_of_the_runs(ds2_runs, tmp_path) -> None:
     records = [RunRecord.load(ga), RunRecord.load(rmsprop)]
     assert [record.image for record in records] == [DS2_IMAGE, DS2_IMAGE]
     assert images_caption(records) == DS2_IMAGE
-    done = evogan("compare", str(ga), str(rmsprop), "--out", str(tmp_path / "figures"))
+    done = evogan_here("compare", str(ga), str(rmsprop), "--out", str(tmp_path / "figures"))
     assert done.returncode == 0, done.stderr
     assert f"Images: {DS2_IMAGE}\n" in (tmp_path / "figures" / "summary.md").read_text()
     other = RunRecord("clic", "ga", {}, [], image="clic-ecal (cartesian, 51x51x25), summed over y")

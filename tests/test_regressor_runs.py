@@ -20,7 +20,7 @@ from evogan.regressor.data import mape
 from evogan.regressor.network import load_regressor
 from evogan.store import load_weights, read_metrics
 from evogan.store.checkpoint import read_checkpoint
-from tests.conftest import REPO, evogan, mpi_env, mpirun, untimed
+from tests.conftest import REPO, evogan, evogan_here, mpi_env, mpirun, untimed
 
 TINY = {
     "task": "regressor",
@@ -60,9 +60,9 @@ def runs(tiny_config):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EVOGAN_CACHE_DIR", str(root / "cache"))
         done = {
-            "ga": evogan("evolve", str(config), "--run-dir", str(root / "ga")),
+            "ga": evogan_here("evolve", str(config), "--run-dir", str(root / "ga")),
             "again": evogan("evolve", str(config), "--run-dir", str(root / "again")),
-            "rmsprop": evogan("train", str(config), "--run-dir", str(root / "rmsprop")),
+            "rmsprop": evogan_here("train", str(config), "--run-dir", str(root / "rmsprop")),
         }
         for name, process in done.items():
             assert process.returncode == 0, f"{name}: {process.stderr}"
@@ -345,7 +345,7 @@ def test_impossible_settings_fail_in_one_line_before_any_work(
 def test_train_refuses_a_config_without_a_trainer(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("task: regressor\ntrain: {lr: -1}\n")
-    process = evogan("train", str(bad))
+    process = evogan_here("train", str(bad))
     assert process.returncode == 2
     assert process.stderr.strip().splitlines() == [
         line for line in process.stderr.strip().splitlines() if line.startswith("evogan: error:")

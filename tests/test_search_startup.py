@@ -97,7 +97,6 @@ def _one_error(result: subprocess.CompletedProcess[str]) -> str:
 def test_a_start_that_fails_leaves_no_campaign(
     tmp_path: Path,
     data: Path,
-    capsys: pytest.CaptureFixture[str],
     data_file: str,
     setting: str | None,
     expected: str,
@@ -105,7 +104,7 @@ def test_a_start_that_fails_leaves_no_campaign(
     config = _config(tmp_path, data / data_file, ranks_per_group=1)
     out = tmp_path / "campaign"
     extra = ["--set", setting] if setting else []
-    line = _one_error(evogan_here(capsys, "search", str(config), "--run-dir", str(out), *extra))
+    line = _one_error(evogan_here("search", str(config), "--run-dir", str(out), *extra))
     assert expected in line
     assert "--bins" not in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["search.yaml"]  # no dir, no temp file
@@ -130,9 +129,7 @@ def test_bad_cells_inside_training_end_every_rank(tmp_path: Path, data: Path) ->
     assert "nan_cells.h5: ECAL of event 0 holds NaN or inf" in line
 
 
-def test_resume_refuses_fewer_candidates_than_trained(
-    tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_resume_refuses_fewer_candidates_than_trained(tmp_path: Path, data: Path) -> None:
     raw = yaml.safe_load(_config(tmp_path, data / "good.h5", ranks_per_group=1).read_text())
     config = resolve_base(validate(SearchConfig, raw, source="test"))
     campaign = Campaign.create(config, 1, tmp_path / "campaign")
@@ -140,7 +137,7 @@ def test_resume_refuses_fewer_candidates_than_trained(
         campaign.append("island-0", {"id": f"t{number:05d}", "status": "ok", "fitness": 1.0})
     stored = (campaign.path / "config.yaml").read_text()
     args = ["--resume", str(campaign.path), "--force", "--set", "candidates=2"]
-    line = _one_error(evogan_here(capsys, "search", *args))
+    line = _one_error(evogan_here("search", *args))
     assert "candidates = 2 is not allowed" in line and "4 trained" in line
     assert (campaign.path / "config.yaml").read_text() == stored
 

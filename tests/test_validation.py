@@ -18,7 +18,7 @@ from evogan.cli import main
 from evogan.data.synthetic import generate_showers, write_synthetic
 from evogan.data.writer import ShowerWriter
 from evogan.physics.targets import TOLERANCES
-from tests.conftest import evogan
+from tests.conftest import evogan_here
 from tests.gan_fixtures import save_tiny_generator, tiny_campaign
 
 # The generators say they were trained on less than the reference's 10-100 GeV.
@@ -50,7 +50,7 @@ def _write(path: Path, energy: np.ndarray, shape=(51, 51, 25), empty: int = -1) 
 @pytest.mark.slow
 def test_shower_file_scores_at_the_floor_with_json_and_figures(files: dict, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = evogan(
+    result = evogan_here(
         "validate",
         str(files["gen"]),
         str(files["ref"]),

@@ -13,7 +13,7 @@ from evogan import __version__
 from evogan.data.synthetic import write_synthetic
 from evogan.data.writer import STREAMING, ShowerWriter, stored_bytes
 from evogan.errors import EXIT_USER_ERROR, DataError
-from tests.conftest import evogan
+from tests.conftest import evogan_here
 from tests.gan_fixtures import toy_showers
 
 SHAPE = (4, 3, 5)
@@ -130,7 +130,7 @@ def test_read_only_directory_is_refused(tmp_path: Path) -> None:
 
 def test_cli_synth_writes_a_file(tmp_path: Path) -> None:
     out = tmp_path / "synth.h5"
-    result = evogan(
+    result = evogan_here(
         "data",
         "synth",
         "--out",
@@ -156,8 +156,8 @@ def test_cli_synth_writes_a_file(tmp_path: Path) -> None:
 def test_cli_synth_says_when_it_replaces_a_file(tmp_path: Path) -> None:
     out = tmp_path / "synth.h5"
     args = ("data", "synth", "--out", str(out), "--events", "5")
-    assert "replacing" not in evogan(*args, "--seed", "1").stdout
-    result = evogan(*args, "--seed", "2")
+    assert "replacing" not in evogan_here(*args, "--seed", "1").stdout
+    result = evogan_here(*args, "--seed", "2")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith(f"to {out} (replacing the file that was there)")
     with h5py.File(out) as f:
@@ -179,7 +179,7 @@ def test_cli_synth_says_when_it_replaces_a_file(tmp_path: Path) -> None:
 def test_cli_synth_bad_input_is_one_clean_line(
     tmp_path: Path, out_name: str, args: list[str]
 ) -> None:
-    result = evogan("data", "synth", "--out", str(tmp_path / out_name), *args)
+    result = evogan_here("data", "synth", "--out", str(tmp_path / out_name), *args)
     assert result.returncode == EXIT_USER_ERROR
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evogan: error:"), result.stderr
