@@ -184,14 +184,14 @@ def evogan_here(
     and need no signal of their own."""
     from evogan.cli import main
 
-    said = {"out": io.StringIO(), "err": io.StringIO()}
+    out, err = io.StringIO(), io.StringIO()
     environment, here = dict(os.environ), Path.cwd()
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
     os.chdir(cwd or REPO)
     try:
-        with contextlib.redirect_stdout(said["out"]), contextlib.redirect_stderr(said["err"]):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(list(args))
     except SystemExit as exc:  # the argument parser's refusals
         code = exc.code if isinstance(exc.code, int) else 1
@@ -199,8 +199,7 @@ def evogan_here(
         os.chdir(here)
         os.environ.clear()
         os.environ.update(environment)
-    out, err = said["out"].getvalue(), said["err"].getvalue()
-    return subprocess.CompletedProcess(["evogan", *args], code, out, err)
+    return subprocess.CompletedProcess(["evogan", *args], code, out.getvalue(), err.getvalue())
 
 
 def launch(ranks: int, args: list[str]) -> subprocess.Popen:
