@@ -250,9 +250,11 @@ def _exit_before_a_rank(process: subprocess.Popen) -> str | None:
 
 
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 60) -> None:
-    """Wait until ``path`` exists; kill the job and fail the test if it never does."""
+    """Wait until ``path`` exists, or a file matching it where its name is a glob pattern
+    (``gen-*.h5``: ``checkpoint.keep`` prunes any one checkpoint soon after it is written);
+    kill the job and fail the test if none ever does."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not (any(path.parent.glob(path.name)) if "*" in path.name else path.exists()):
         if process.poll() is not None or time.monotonic() > deadline:
             kill_job(process)
             pytest.fail(f"{path} never appeared: {process.communicate()[1][-2000:]}")
