@@ -1,7 +1,9 @@
 """GAN training as a long job under real mpirun: SIGTERM on one rank stops both ranks after a
 checkpoint at the current step (exit 75), and the resumed run ends with exactly the weights of
-an uninterrupted run (sync mode); resumes that would not continue the same computation are
-refused in one line; a training that mpirun ended on its own SIGTERM resumes without --force."""
+an uninterrupted run (sync mode, its gradients averaged over gloo, whose weights equal the MPI
+path's at two ranks: tests/test_gan_backend.py); resumes that would not continue the same
+computation are refused in one line; a training that mpirun ended on its own SIGTERM resumes
+without --force."""
 
 from __future__ import annotations
 
@@ -28,17 +30,18 @@ pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 SCRIPT, CONFIG = TINY_GAN
 SIZE = TINY_GAN_SIZE
 EVERY_STEP = ["--set", "checkpoint.every_seconds=0.001"]
+GLOO = ["--set", "trainer.backend=gloo"]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, tiny_gan_run: Path) -> dict[str, Path]:
-    """An uninterrupted 2-rank run (shared), and one run stopped twice, checkpointing after
-    every step: first by SIGTERM on rank 0 while it writes the timed checkpoint after step 1,
-    then, resumed, by SIGTERM on rank 1 after its 4th step (epoch 2, step 1); an untouched copy
-    of the run after each stop ("in-checkpoint", "copy")."""
+    """An uninterrupted 2-rank MPI run (shared), and one gloo run stopped twice, checkpointing
+    after every step: first by SIGTERM on rank 0 while it writes the timed checkpoint after step
+    1, then, resumed, by SIGTERM on rank 1 after its 4th step (epoch 2, step 1); an untouched
+    copy of the run after each stop ("in-checkpoint", "copy")."""
     root = tmp_path_factory.mktemp("gan-stop")
     run = root / "run"
-    args = [SCRIPT, CONFIG, "--run-dir", str(run), *SIZE, *EVERY_STEP]
+    args = [SCRIPT, CONFIG, "--run-dir", str(run), *SIZE, *EVERY_STEP, *GLOO]
     command = f"mpirun -n 2 --oversubscribe evogan train --resume {run}"
     for stop, copy in (
         (["--signal-in-checkpoint", "0"], "in-checkpoint"),
@@ -94,6 +97,10 @@ def test_resume_completes_to_the_weights_of_an_uninterrupted_run(runs: dict[str,
     assert mine == theirs  # both interrupted epochs' partial sums were checkpointed too
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["resumed_from_epoch"], summary["resumed_from_step"]) == (1, 1)
+    assert json.loads((run / "manifest.json").read_text())["backend"] == "gloo"
+    nets = ("generator", "discriminator")
+    calls = [[r[net]["calls"] for net in nets] for r in summary["exchange"]]
+    assert calls == [[4, 2], [4, 2]]  # the 2 steps after the resume: 2 G and 1 D update each
 
 
 def _marked(runs: dict[str, Path], name: str, **changes: object) -> Path:
