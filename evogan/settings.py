@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -45,6 +46,22 @@ def hints() -> bool:
     """Whether hints about this machine are said (``EVOGAN_HINTS``, default 1; 0 silences
     them: bf16 on a CPU with AMX, FFT convolutions on CPUs, no C compiler, ...)."""
     return _switch("EVOGAN_HINTS")
+
+
+AGREE_SECONDS = 10.0
+
+
+def agree_seconds() -> float:
+    """How long the ranks of a job wait for each other to report the same error before the rank
+    that saw it ends the job (``EVOGAN_AGREE_SECONDS``, default 10): one line when every rank
+    hits it, as a bad config does. Longer where ranks reach an error far apart (a slow shared
+    file system), shorter where an error of one rank (a file one node lacks) should end the job
+    sooner; a value that is not a number of seconds >= 0 keeps the default."""
+    try:
+        value = float(os.environ.get("EVOGAN_AGREE_SECONDS", AGREE_SECONDS))
+    except ValueError:
+        return AGREE_SECONDS
+    return value if math.isfinite(value) and value >= 0 else AGREE_SECONDS
 
 
 PROGRESS_MODES = ("auto", "bar", "lines", "off")

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from evogan.settings import AGREE_SECONDS, agree_seconds
+
 from .conftest import REPO, mpi_env, mpirun
 
 SCRIPT = "tests/mpi_scripts/layout_check.py"
@@ -63,7 +65,8 @@ def test_a_rank_that_raises_ends_every_rank_with_its_rank_named() -> None:
 
 
 @pytest.mark.slow
-def test_a_user_error_on_one_rank_is_one_line_without_traceback() -> None:
+def test_a_user_error_on_one_rank_is_one_line_without_traceback(monkeypatch) -> None:
+    monkeypatch.setenv("EVOGAN_AGREE_SECONDS", "2")  # rank 1 never reports: end after 2 s
     done = mpirun(2, [SCRIPT, "--fail-rank", "0", "--user-error"], timeout=30)
     assert done.returncode == 2
     assert "rank 0 of 2 on " in done.stderr
@@ -77,3 +80,17 @@ def test_an_impossible_layout_is_refused_with_the_rule_and_the_counts() -> None:
     assert "group_size must divide the ranks of an island; got group_size = 2 with 3" in (
         done.stderr
     )
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("2.5", 2.5), ("0", 0.0)])
+def test_the_wait_for_a_shared_error_is_read_from_the_environment(
+    monkeypatch, value: str, seconds: float
+) -> None:
+    monkeypatch.setenv("EVOGAN_AGREE_SECONDS", value)
+    assert agree_seconds() == seconds
+
+
+@pytest.mark.parametrize("value", ["", "-1", "nan", "inf", "10s"])
+def test_a_wait_that_is_no_number_of_seconds_keeps_the_default(monkeypatch, value: str) -> None:
+    monkeypatch.setenv("EVOGAN_AGREE_SECONDS", value)
+    assert agree_seconds() == AGREE_SECONDS

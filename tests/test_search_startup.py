@@ -121,9 +121,10 @@ def test_a_start_refused_on_rank_0_ends_every_rank(tmp_path: Path, data: Path) -
 
 
 @pytest.mark.slow
-def test_bad_cells_inside_training_end_every_rank(tmp_path: Path, data: Path) -> None:
+def test_bad_cells_inside_training_end_every_rank(tmp_path: Path, data: Path, monkeypatch) -> None:
     """Only the first rank reads the bad event: it must not make a failed candidate of it while
-    its partner waits in the gradient all-reduce."""
+    its partner waits in the gradient all-reduce (and never reports: end after 2 s)."""
+    monkeypatch.setenv("EVOGAN_AGREE_SECONDS", "2")
     config = _config(tmp_path, data / "nan_cells.h5")
     line = _one_error(_search(str(config), "--run-dir", str(tmp_path / "campaign")))
     assert "nan_cells.h5: ECAL of event 0 holds NaN or inf" in line

@@ -5,8 +5,8 @@ exit code (:mod:`evogan.errors`), the run's status recorded, nobody left waiting
   raised on every rank): rank 0 prints the resume command, every rank exits 75.
 - A user error (:class:`~evogan.errors.EvoganError`, exit 2) or a signal before any checkpoint
   (exit 75) usually hits every rank alike (a bad config is read by all). The ranks tell rank 0
-  with a point-to-point message; when all did within :data:`AGREE_SECONDS` rank 0 alone prints
-  and every rank exits normally, with no abort.
+  with a point-to-point message; when all did within :func:`~evogan.settings.agree_seconds`
+  (10 s) rank 0 alone prints and every rank exits normally, with no abort.
 - Anything else, or an error only some ranks hit, ends the job from the rank that saw it:
   it prints ``rank R of N on HOST: ...`` (a traceback first for bugs) and leaves with
   ``os._exit``; the launcher (mpirun, ``srun --kill-on-bad-exit``) then ends the other ranks.
@@ -39,6 +39,7 @@ from evogan.errors import (
     EvoganError,
     RunStopped,
 )
+from evogan.settings import agree_seconds
 from evogan.store.lock import (
     FAILED,
     FINISHED,
@@ -50,9 +51,6 @@ from evogan.store.lock import (
 )
 
 T = TypeVar("T")
-
-AGREE_SECONDS = 10.0
-"""How long ranks wait for each other to report the same error before ending the job."""
 
 _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
 
@@ -145,8 +143,9 @@ def _status(code: int, message: str) -> None:
 
 
 def _shared(comm: Any, code: int) -> bool:
-    """True when every rank reported ``code``-kind endings to rank 0 within AGREE_SECONDS."""
-    deadline = time.monotonic() + AGREE_SECONDS
+    """True when every rank reported ``code``-kind endings to rank 0 in time
+    (:func:`~evogan.settings.agree_seconds`)."""
+    deadline = time.monotonic() + agree_seconds()
     if comm.rank == 0:
         pending = set(range(1, comm.size))
         while pending and time.monotonic() < deadline:
