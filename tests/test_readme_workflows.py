@@ -8,8 +8,9 @@ type them: sizes shrink only through ``--set`` on configs (events, epochs, candi
 expand as a shell would. An ``evogan`` line runs in this process through
 :func:`evogan.cli.main` (what the ``evogan`` script calls); ``mpirun`` lines run under a real
 launcher. A ``--resume RUN`` line is run after its run was stopped by SIGTERM (exit 75), as at
-the end of an allocation, and must then finish (exit 0). Lines that cannot run
-here are skipped by a named rule, each reported as a skipped test with its reason.
+the end of an allocation, and must then finish (exit 0): the line that made RUN runs as that
+stopped run where no line between reads it, else it runs once more to be stopped. Lines that
+cannot run here are skipped by a named rule, each reported as a skipped test with its reason.
 
 The commands in docs/ are checked without running them (they are the README's workflows at
 cluster size, or walkthroughs): each must parse, keep the one ``--resume RUN`` grammar, and
@@ -137,8 +138,9 @@ class Outcome:
 class Workflow:
     """Runs README commands one after another in ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, commands: list[str]) -> None:
         self.root = root
+        self.commands = commands
         shutil.copytree(REPO / "configs", root / "configs")
         self.env = mpi_env()
         self.env.update(EVOGAN_CACHE_DIR=str(root / "cache"), MPLBACKEND="Agg")
@@ -146,9 +148,11 @@ class Workflow:
         self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env['PATH']}"
         self.done: list[str] = []
         self.created: list[tuple[list[str], str, Path]] = []  # (argv, task, run dir) in order
+        self.stopped: dict[str, tuple[Path, str]] = {}  # RUN as a later line writes it
 
     # ---------------------------------------------------------------- commands
-    def run(self, command: str) -> Outcome:
+    def run(self, index: int) -> Outcome:
+        command = self.commands[index]
         outcome = Outcome(command)
         outcome.skipped = skip_reason(command)
         if outcome.skipped is None and command in self.done:
@@ -158,8 +162,14 @@ class Workflow:
         self.done.append(command)
         try:
             argv, task = self.prepare(command)
+            resumed_later = self.resumed_later(index)
             if "--resume" in argv:
-                self.stop_then_resume(argv, outcome)
+                self.stop_then_resume(argv, outcome, _resume_target(command))
+            elif resumed_later is not None:
+                # the run a later line resumes: this line makes it stopped, that line ends it
+                stopped = self.stop(argv + _sets(LONG[task]), task, self.runs(), outcome)
+                if stopped is not None:
+                    self.stopped[resumed_later] = (stopped, task)
             else:
                 before = self.runs()
                 self.execute(argv, outcome, expect=0)
@@ -168,6 +178,33 @@ class Workflow:
         except LookupError as exc:
             outcome.error = str(exc)
         return outcome
+
+    def resumed_later(self, index: int) -> str | None:
+        """RUN of the first later ``--resume RUN`` line of this line's command when only this
+        line's run can be meant and no line between reads it: RUN is this line's ``--run-dir``,
+        or a ``...`` pattern where this line names none and no line between runs the same
+        command."""
+        words = shlex.split(self.commands[index])
+        if "evogan" not in words or "--resume" in words:
+            return None
+        command = _subcommand(words)
+        run_dir = words[words.index("--run-dir") + 1] if "--run-dir" in words else None
+        between: list[str] = []
+        for later in self.commands[index + 1 :]:
+            if skip_reason(later) is None and _subcommand(shlex.split(later)) is not None:
+                target = _resume_target(later)
+                if target is not None and _subcommand(shlex.split(later)) == command:
+                    break
+                between.append(later)
+        else:
+            return None
+        if target != run_dir and not (run_dir is None and target.endswith("...")):
+            return None
+        stem = target.removesuffix("...")
+        same = any(_subcommand(shlex.split(line)) == command for line in between)
+        return (
+            None if any(stem in line for line in between) or (run_dir is None and same) else target
+        )
 
     def prepare(self, command: str) -> tuple[list[str], str]:
         """The command at tiny size, as an argv, and the task of the config it names."""
@@ -228,20 +265,23 @@ class Workflow:
         if result.returncode != expect and outcome.error is None:
             outcome.error = _failure(argv, result.returncode, expect, result.stdout, result.stderr)
 
-    def stop_then_resume(self, argv: list[str], outcome: Outcome) -> None:
-        """Run the line that made RUN again, stop it with SIGTERM once it has made progress
-        (exit 75), then the resume line, shortened by resume-safe --set, must exit 0."""
-        run = (self.root / argv[argv.index("--resume") + 1]).resolve()
-        origin = next((o for o in reversed(self.created) if o[2].resolve() == run), None)
-        if origin is None:
-            raise LookupError(f"--resume {run.name}: no line above made this run")
-        origin_argv, task, made = origin
-        if "--run-dir" in origin_argv:  # the stopped run takes the same name
-            made.rename(made.with_name(made.name + "-finished"))
-        before = self.runs()
-        stopped = self.stop(origin_argv + _sets(LONG[task]), task, before, outcome)
-        if stopped is None:
-            return
+    def stop_then_resume(self, argv: list[str], outcome: Outcome, target: str | None) -> None:
+        """The resume line, shortened by resume-safe --set, must exit 0 on a run stopped with
+        SIGTERM once it had made progress (exit 75): the one the line that made RUN left
+        stopped (:meth:`resumed_later`), or else that line run again and stopped."""
+        if target in self.stopped:
+            stopped, task = self.stopped.pop(target)
+        else:
+            run = (self.root / argv[argv.index("--resume") + 1]).resolve()
+            origin = next((o for o in reversed(self.created) if o[2].resolve() == run), None)
+            if origin is None:
+                raise LookupError(f"--resume {run.name}: no line above made this run")
+            origin_argv, task, made = origin
+            if "--run-dir" in origin_argv:  # the stopped run takes the same name
+                made.rename(made.with_name(made.name + "-finished"))
+            stopped = self.stop(origin_argv + _sets(LONG[task]), task, self.runs(), outcome)
+            if stopped is None:
+                return
         run_index = argv.index("--resume") + 1
         argv = [*argv[:run_index], str(stopped.relative_to(self.root)), *argv[run_index + 1 :]]
         self.execute(argv + _sets(_shorter(task, stopped)), outcome, expect=0)
@@ -277,6 +317,17 @@ class Workflow:
             )
             return None
         return run
+
+
+def _subcommand(words: list[str]) -> str | None:
+    """The evogan command of a line's words (``evolve`` in ``mpirun -n 4 evogan evolve ...``)."""
+    return words[words.index("evogan") + 1] if "evogan" in words[:-1] else None
+
+
+def _resume_target(command: str) -> str | None:
+    """RUN of a ``--resume RUN`` line, as written."""
+    words = shlex.split(command)
+    return words[words.index("--resume") + 1] if "--resume" in words else None
 
 
 def _sets(values) -> list[str]:
@@ -321,8 +372,8 @@ COMMANDS = readme_commands(README.read_text() + GETTING_STARTED.read_text())
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> list[Outcome]:
-    workflow = Workflow(tmp_path_factory.mktemp("readme"))
-    return [workflow.run(command) for command in COMMANDS]
+    workflow = Workflow(tmp_path_factory.mktemp("readme"), COMMANDS)
+    return [workflow.run(index) for index in range(len(COMMANDS))]
 
 
 def test_readme_blocks_are_found() -> None:
