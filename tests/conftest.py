@@ -105,17 +105,6 @@ def _mpirun_command(ranks: int, args: list[str]) -> list[str]:
         pytest.fail(str(error))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with the most slow tests first, so that the two workers, which take whole files
-    in this order (``--dist loadfile --no-loadscope-reorder``), end on quick files together:
-    xdist's own order (most tests first) leaves the launch-heavy files, which hold few tests,
-    for last, and one worker then finishes half a minute after the other."""
-    slow: dict[str, int] = {}
-    for item in items:
-        slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: -slow[item.path])
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(config.stash[SHARED_MEMORY], ignore_errors=True)
 
