@@ -162,10 +162,9 @@ class Workflow:
         self.done.append(command)
         try:
             argv, task = self.prepare(command)
-            resumed_later = self.resumed_later(index)
             if "--resume" in argv:
                 self.stop_then_resume(argv, outcome, _resume_target(command))
-            elif resumed_later is not None:
+            elif (resumed_later := self.resumed_later(index)) is not None:
                 # the run a later line resumes: this line makes it stopped, that line ends it
                 stopped = self.stop(argv + _sets(LONG[task]), task, self.runs(), outcome)
                 if stopped is not None:
@@ -185,15 +184,14 @@ class Workflow:
         or a ``...`` pattern where this line names none and no line between runs the same
         command."""
         words = shlex.split(self.commands[index])
-        if "evogan" not in words or "--resume" in words:
-            return None
         command = _subcommand(words)
         run_dir = words[words.index("--run-dir") + 1] if "--run-dir" in words else None
         between: list[str] = []
         for later in self.commands[index + 1 :]:
-            if skip_reason(later) is None and _subcommand(shlex.split(later)) is not None:
+            other = _subcommand(shlex.split(later))
+            if skip_reason(later) is None and other is not None:
                 target = _resume_target(later)
-                if target is not None and _subcommand(shlex.split(later)) == command:
+                if target is not None and other == command:
                     break
                 between.append(later)
         else:
