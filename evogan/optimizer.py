@@ -1,12 +1,14 @@
-"""RMSprop, the optimiser of every gradient method in evogan (3DGAN, regressor baseline, hybrid).
+"""RMSprop, the optimiser of every gradient method in evogan (3DGAN, regressor baseline, hybrid),
+and Adam, the optimiser of the CaloChallenge classifier metric.
 
-It computes exactly what ``torch.optim.RMSprop`` computes without momentum or centring (the
-same operations in the same order, so the same bits), and keeps the same ``state_dict`` layout
-and ``param_groups``. It exists because any ``torch.optim`` optimiser imports torch's compiler
-stack (``torch._dynamo``, about 900 modules) on its first call: 2-3 s of start-up on every
-training rank and a burst of file-system lookups per rank on a cluster's shared file system,
-for a training that compiles nothing. The update runs as ``torch._foreach_*`` operations: one
-multi-tensor kernel per operation on a GPU, as torch's own default there.
+Each computes exactly what its ``torch.optim`` namesake computes (RMSprop without momentum or
+centring, Adam without weight decay or AMSGrad): the same operations in the same order, so the
+same bits. RMSprop keeps torch's ``state_dict`` layout and ``param_groups``. They exist because
+any ``torch.optim`` optimiser imports torch's compiler stack (``torch._dynamo``, about 900
+modules) on its first call: 2-3 s of start-up on every training rank and every ``validate``,
+and a burst of file-system lookups per rank on a cluster's shared file system, for work that
+compiles nothing. The updates run as ``torch._foreach_*`` operations: one multi-tensor kernel
+per operation on a GPU, as torch's own default there.
 """
 
 from __future__ import annotations
@@ -17,25 +19,17 @@ from typing import Any
 import torch
 
 
-class RMSprop:
-    """``param <- param - lr * grad / (sqrt(v) + eps)`` with ``v <- alpha v + (1 - alpha) grad^2``
-    per element; parameters without a gradient are skipped, as torch does."""
+class _Optimiser:
+    """One parameter group of ``params`` with ``settings``, and per parameter a step count and
+    one zero-initialised tensor like it per name in ``SLOTS``."""
 
-    def __init__(
-        self,
-        params: Iterable[torch.Tensor],
-        lr: float = 1e-2,
-        alpha: float = 0.99,
-        eps: float = 1e-8,
-    ) -> None:
-        if lr < 0 or eps < 0 or not 0 <= alpha <= 1:
-            raise ValueError(f"RMSprop needs lr >= 0, eps >= 0, 0 <= alpha <= 1: {lr, eps, alpha}")
+    SLOTS: tuple[str, ...] = ()
+
+    def __init__(self, params: Iterable[torch.Tensor], **settings: Any) -> None:
         params = list(params)
         if not params:
-            raise ValueError("RMSprop got no parameters to optimise")
-        self.param_groups: list[dict[str, Any]] = [
-            {"params": params, "lr": lr, "alpha": alpha, "eps": eps}
-        ]
+            raise ValueError(f"{type(self).__name__} got no parameters to optimise")
+        self.param_groups: list[dict[str, Any]] = [{"params": params, **settings}]
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -48,14 +42,45 @@ class RMSprop:
                 else:
                     param.grad.detach_().zero_()
 
+    def _with_grads(self, group: dict[str, Any]) -> tuple[list[torch.Tensor], list]:
+        """The group's parameters that have a gradient, and their state slots."""
+        params = [p for p in group["params"] if p.grad is not None]
+        return params, [self._slots(p) for p in params]
+
+    def _slots(self, param: torch.Tensor) -> dict[str, torch.Tensor]:
+        slots = self.state.get(param)
+        if slots is None:
+            slots = {"step": torch.zeros((), dtype=torch.float32)}
+            for name in self.SLOTS:
+                slots[name] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            self.state[param] = slots
+        return slots
+
+
+class RMSprop(_Optimiser):
+    """``param <- param - lr * grad / (sqrt(v) + eps)`` with ``v <- alpha v + (1 - alpha) grad^2``
+    per element; parameters without a gradient are skipped, as torch does."""
+
+    SLOTS = ("square_avg",)
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+    ) -> None:
+        if lr < 0 or eps < 0 or not 0 <= alpha <= 1:
+            raise ValueError(f"RMSprop needs lr >= 0, eps >= 0, 0 <= alpha <= 1: {lr, eps, alpha}")
+        super().__init__(params, lr=lr, alpha=alpha, eps=eps)
+
     @torch.no_grad()
     def step(self) -> None:
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
+            params, slots = self._with_grads(group)
             if not params:
                 continue
             grads = [p.grad for p in params]
-            slots = [self._slots(p) for p in params]
             torch._foreach_add_([s["step"] for s in slots], 1)
             averages = [s["square_avg"] for s in slots]
             torch._foreach_mul_(averages, group["alpha"])
@@ -63,16 +88,6 @@ class RMSprop:
             denominators = torch._foreach_sqrt(averages)
             torch._foreach_add_(denominators, group["eps"])
             torch._foreach_addcdiv_(params, grads, denominators, value=-group["lr"])
-
-    def _slots(self, param: torch.Tensor) -> dict[str, torch.Tensor]:
-        slots = self.state.get(param)
-        if slots is None:
-            slots = {
-                "step": torch.zeros((), dtype=torch.float32),
-                "square_avg": torch.zeros_like(param, memory_format=torch.preserve_format),
-            }
-            self.state[param] = slots
-        return slots
 
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: slots}, "param_groups": [...]}`` with parameters as indices in
@@ -107,3 +122,42 @@ class RMSprop:
                         .to(param.device, param.dtype)
                         .clone(),
                     }
+
+
+class Adam(_Optimiser):
+    """``param <- param - lr * m_hat / (sqrt(v_hat) + eps)`` with the bias-corrected moving
+    averages ``m <- lerp(m, grad, 1 - beta1)`` and ``v <- beta2 v + (1 - beta2) grad^2``;
+    parameters without a gradient are skipped, as torch does."""
+
+    SLOTS = ("exp_avg", "exp_avg_sq")
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        if lr < 0 or eps < 0 or not all(0 <= beta < 1 for beta in betas):
+            raise ValueError(f"Adam needs lr >= 0, eps >= 0, 0 <= betas < 1: {lr, eps, betas}")
+        super().__init__(params, lr=lr, betas=betas, eps=eps)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            params, slots = self._with_grads(group)
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            (beta1, beta2), steps = group["betas"], [s["step"] for s in slots]
+            torch._foreach_add_(steps, 1)
+            averages, squares = [s["exp_avg"] for s in slots], [s["exp_avg_sq"] for s in slots]
+            torch._foreach_lerp_(averages, grads, 1 - beta1)
+            torch._foreach_mul_(squares, beta2)
+            torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)
+            counts = [float(step) for step in steps]
+            step_sizes = [-(group["lr"] / (1 - beta1**n)) for n in counts]
+            denominators = torch._foreach_sqrt(squares)
+            torch._foreach_div_(denominators, [(1 - beta2**n) ** 0.5 for n in counts])
+            torch._foreach_add_(denominators, group["eps"])
+            torch._foreach_addcdiv_(params, averages, denominators, step_sizes)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""evogan's RMSprop (evogan/optimizer.py) against torch.optim.RMSprop: a rank's start-up and
-the time of one update, on one thread.
+"""evogan's RMSprop and Adam (evogan/optimizer.py) against torch.optim's: a process's start-up
+and the time of one update, on one thread.
 
 Start-up: a fresh Python process imports torch, builds the optimiser and takes one step (what
 every training rank does before its first batch); the processes of the two ways alternate.
@@ -28,18 +28,20 @@ from bench_peers import _spread
 from evogan.config import load_config
 from evogan.gan3d.model.networks import build_models
 from evogan.gan3d.model.spec import load_spec
-from evogan.optimizer import RMSprop
+from evogan.optimizer import Adam, RMSprop
 from evogan.regressor.layout import RegressorLayout
 from evogan.regressor.network import RegressorNet
 
 REPO = Path(__file__).resolve().parents[1]
 WAYS: dict[str, tuple[str, Callable[..., object]]] = {
-    "torch.optim.RMSprop": ("from torch.optim import RMSprop", torch.optim.RMSprop),
-    "evogan RMSprop": ("from evogan.optimizer import RMSprop", RMSprop),
+    "torch.optim.RMSprop": ("from torch.optim import RMSprop as Way", torch.optim.RMSprop),
+    "evogan RMSprop": ("from evogan.optimizer import RMSprop as Way", RMSprop),
+    "torch.optim.Adam": ("from torch.optim import Adam as Way", torch.optim.Adam),
+    "evogan Adam": ("from evogan.optimizer import Adam as Way", Adam),
 }
 STARTUP = (
     "import torch\n{imports}\n"
-    "p = torch.nn.Parameter(torch.ones(3)); o = RMSprop([p], lr=1e-3)\n"
+    "p = torch.nn.Parameter(torch.ones(3)); o = Way([p], lr=1e-3)\n"
     "p.sum().backward(); o.step()\n"
 )
 

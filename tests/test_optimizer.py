@@ -1,5 +1,5 @@
-"""evogan's RMSprop gives torch.optim.RMSprop's bits, keeps its state layout, and starts no
-compiler stack."""
+"""evogan's RMSprop and Adam give their torch.optim namesakes' bits, RMSprop keeps torch's
+state layout, and neither starts the compiler stack."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from evogan.optimizer import RMSprop
+from evogan.optimizer import Adam, RMSprop
 from tests.conftest import imported_by
 
 
@@ -50,6 +50,26 @@ def test_steps_equal_torch_bit_for_bit_with_a_changed_learning_rate(lr, alpha, e
             assert torch.equal(ours_state["state"][index][key], value), (index, key)
     (group,) = ours_state["param_groups"]
     assert group["params"] == [0, 1, 2] and group["lr"] == lr / 4
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize(
+    ("lr", "betas", "eps"), [(1e-3, (0.9, 0.999), 1e-8), (3e-2, (0.5, 0.9), 1e-6)]
+)
+def test_adam_steps_equal_torch_bit_for_bit(lr, betas, eps, foreach) -> None:
+    """Against torch's per-tensor loop (its CPU default) and its multi-tensor path."""
+    ours, theirs = _params(4), _params(4)
+    mine = Adam(ours, lr=lr, betas=betas, eps=eps)
+    reference = torch.optim.Adam(theirs, lr=lr, betas=betas, eps=eps, foreach=foreach)
+    for step in range(6):
+        for params, optimizer in ((ours, mine), (theirs, reference)):
+            _grads(params, step)
+            optimizer.step()
+        for a, b in zip(ours, theirs, strict=True):
+            assert torch.equal(a, b), step
+    for index, param in enumerate(theirs):
+        for key, value in reference.state[param].items():
+            assert torch.equal(mine.state[ours[index]][key], value), (index, key)
 
 
 def test_a_restored_state_continues_exactly_and_torchs_state_loads() -> None:
@@ -98,14 +118,18 @@ def test_zero_grad_and_refusals() -> None:
         RMSprop(params, alpha=1.5)
     with pytest.raises(ValueError, match="other parameters"):
         RMSprop(params[:2]).load_state_dict(optimizer.state_dict())
+    with pytest.raises(ValueError, match="no parameters"):
+        Adam([])
+    with pytest.raises(ValueError, match="betas"):
+        Adam(params, betas=(0.9, 1.0))
 
 
 @pytest.mark.slow
 def test_a_training_step_imports_no_compiler_stack() -> None:
     code = (
         "import torch\n"
-        "from evogan.optimizer import RMSprop\n"
-        "p = torch.nn.Parameter(torch.ones(3)); o = RMSprop([p])\n"
-        "(p * p).sum().backward(); o.step(); o.zero_grad(); o.state_dict()\n"
+        "from evogan.optimizer import Adam, RMSprop\n"
+        "p = torch.nn.Parameter(torch.ones(3)); o = RMSprop([p]); a = Adam([p])\n"
+        "(p * p).sum().backward(); o.step(); a.step(); o.zero_grad(); o.state_dict()\n"
     )
     assert not imported_by(code, "torch._dynamo")

@@ -206,13 +206,15 @@ def _train(x: list, y: list, setup: NetworkSetup) -> tuple:
 
     import torch
 
+    from evogan.optimizer import Adam
+
     layers: list = []
     width = x[0].shape[1]
     for hidden in setup.hidden:
         layers += [torch.nn.Linear(width, hidden), torch.nn.LeakyReLU()]
         width = hidden
     model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
-    optimiser = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
+    optimiser = Adam(model.parameters(), lr=setup.learning_rate)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     best, best_state, since, epochs = float("inf"), copy.deepcopy(model.state_dict()), 0, 0
     while epochs < setup.max_epochs and since < setup.patience:
