@@ -2,7 +2,7 @@
 spec's detector, a gene none of whose values does is refused in one line before a campaign
 directory exists (in process, and on every rank of ``mpirun -n 2``), and a tiny campaign on
 the cylindrical CaloChallenge-2 geometry prunes, is stopped by SIGTERM, resumes and ends with
-the final test under real ``mpirun -n 4 --oversubscribe``."""
+the final test under real ``mpirun -n 2`` (one island of two ranks)."""
 
 from __future__ import annotations
 
@@ -220,7 +220,7 @@ CANDIDATES = 8
 def _tiny_cc2(tmp_path: Path) -> Path:
     """configs/arch_search_cc2.yaml at test size: the tiny spec, 200 showers, 4 steps with a
     rung at 1 (factor 4: a child goes on only with the best rung score of its island so far),
-    2 islands of 2 ranks without migration, 2 final seeds; island 0 starts from the base."""
+    1 island of 2 ranks, 2 final seeds; the island starts from the base."""
     raw = yaml.safe_load(CC2.read_text())
     raw.pop("base")
     raw.update(
@@ -261,18 +261,18 @@ def test_a_cylindrical_campaign_prunes_resumes_after_sigterm_and_tests_its_winne
     config, out = _tiny_cc2(tmp_path), tmp_path / "campaign"
     os.environ["EVOGAN_CACHE_DIR"] = str(tmp_path / "cache")
     try:
-        job = launch(4, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
+        job = launch(2, ["-m", "evogan", "search", str(config), "--run-dir", str(out)])
         deadline = time.monotonic() + 300
         while not _rows(out) and job.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         terminate_ranks(job)
         _, stderr = job.communicate(timeout=300)
         assert job.returncode == EXIT_STOPPED, stderr[-3000:]
-        assert f"resume with: mpirun -n 4 --oversubscribe evogan search --resume {out}" in stderr
+        assert f"resume with: mpirun -n 2 --oversubscribe evogan search --resume {out}" in stderr
         before = {r["id"]: r for r in _rows(out)}
         assert 1 <= len(before) < CANDIDATES
         assert "final" not in json.loads((out / "summary.json").read_text())
-        result = mpirun(4, ["-m", "evogan", "search", "--resume", str(out)], timeout=600)
+        result = mpirun(2, ["-m", "evogan", "search", "--resume", str(out)], timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
     finally:
         del os.environ["EVOGAN_CACHE_DIR"]

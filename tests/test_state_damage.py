@@ -437,36 +437,19 @@ def test_a_refused_resume_puts_back_the_lock_file_and_status_byte_for_byte(tmp_p
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize(("ranks", "bad", "good"), [(2, 3, 2), (3, 2, None)])
+@pytest.mark.parametrize(("ranks", "bad"), [(2, 3), (3, 2)])
 def test_a_gan_run_refused_for_its_rank_layout_leaves_the_directory_as_it_was(
-    tmp_path, ranks, bad, good
+    tmp_path, ranks, bad
 ) -> None:
-    """A new run directory, folders above it included, goes again; then the right layout runs
-    there (once: it shows the refusal left nothing in the way, whatever the layout). (A refusal
-    in a given, existing folder empties it and keeps it:
-    test_a_refused_new_run_removes_only_what_it_wrote.)"""
-    size = ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=1"]
+    """A new run directory, folders above it included, goes again. (A refusal in a given,
+    existing folder empties it and keeps it: test_a_refused_new_run_removes_only_what_it_wrote.)"""
     named = tmp_path / "new" / "run"
-    args = [
-        "-m",
-        "evogan",
-        "train",
-        GAN_CONFIG,
-        "--run-dir",
-        str(named),
-        "--set",
-        "trainer.mode=arar",
-    ]
-    args += size
-    done = mpirun(ranks, [*args, "--set", f"trainer.group_size={bad}"])
+    args = ["-m", "evogan", "train", GAN_CONFIG, "--run-dir", str(named)]
+    args += ["--set", "trainer.mode=arar", "--set", f"trainer.group_size={bad}"]
+    done = mpirun(ranks, args)
     assert done.returncode == EXIT_USER_ERROR, done.stderr[-3000:]
     assert f"got group_size = {bad} with {ranks} ranks per island" in done.stderr
     assert snapshot(tmp_path) == {}
-    if good is None:
-        return
-    done = mpirun(ranks, [*args, "--set", f"trainer.group_size={good}"])
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert read_status(named)["status"] == "finished"
 
 
 @pytest.mark.mpi
