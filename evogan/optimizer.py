@@ -42,10 +42,23 @@ class _Optimiser:
                 else:
                     param.grad.detach_().zero_()
 
-    def _with_grads(self, group: dict[str, Any]) -> tuple[list[torch.Tensor], list]:
-        """The group's parameters that have a gradient, and their state slots."""
-        params = [p for p in group["params"] if p.grad is not None]
-        return params, [self._slots(p) for p in params]
+    @torch.no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                grads = [p.grad for p in params]
+                self._update(group, params, grads, [self._slots(p) for p in params])
+
+    def _update(
+        self,
+        group: dict[str, Any],
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        slots: list[dict[str, torch.Tensor]],
+    ) -> None:
+        """One step of the parameters of ``group`` that have a gradient, in place."""
+        raise NotImplementedError
 
     def _slots(self, param: torch.Tensor) -> dict[str, torch.Tensor]:
         slots = self.state.get(param)
@@ -74,20 +87,14 @@ class RMSprop(_Optimiser):
             raise ValueError(f"RMSprop needs lr >= 0, eps >= 0, 0 <= alpha <= 1: {lr, eps, alpha}")
         super().__init__(params, lr=lr, alpha=alpha, eps=eps)
 
-    @torch.no_grad()
-    def step(self) -> None:
-        for group in self.param_groups:
-            params, slots = self._with_grads(group)
-            if not params:
-                continue
-            grads = [p.grad for p in params]
-            torch._foreach_add_([s["step"] for s in slots], 1)
-            averages = [s["square_avg"] for s in slots]
-            torch._foreach_mul_(averages, group["alpha"])
-            torch._foreach_addcmul_(averages, grads, grads, value=1 - group["alpha"])
-            denominators = torch._foreach_sqrt(averages)
-            torch._foreach_add_(denominators, group["eps"])
-            torch._foreach_addcdiv_(params, grads, denominators, value=-group["lr"])
+    def _update(self, group, params, grads, slots) -> None:
+        torch._foreach_add_([s["step"] for s in slots], 1)
+        averages = [s["square_avg"] for s in slots]
+        torch._foreach_mul_(averages, group["alpha"])
+        torch._foreach_addcmul_(averages, grads, grads, value=1 - group["alpha"])
+        denominators = torch._foreach_sqrt(averages)
+        torch._foreach_add_(denominators, group["eps"])
+        torch._foreach_addcdiv_(params, grads, denominators, value=-group["lr"])
 
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: slots}, "param_groups": [...]}`` with parameters as indices in
@@ -142,22 +149,16 @@ class Adam(_Optimiser):
             raise ValueError(f"Adam needs lr >= 0, eps >= 0, 0 <= betas < 1: {lr, eps, betas}")
         super().__init__(params, lr=lr, betas=betas, eps=eps)
 
-    @torch.no_grad()
-    def step(self) -> None:
-        for group in self.param_groups:
-            params, slots = self._with_grads(group)
-            if not params:
-                continue
-            grads = [p.grad for p in params]
-            (beta1, beta2), steps = group["betas"], [s["step"] for s in slots]
-            torch._foreach_add_(steps, 1)
-            averages, squares = [s["exp_avg"] for s in slots], [s["exp_avg_sq"] for s in slots]
-            torch._foreach_lerp_(averages, grads, 1 - beta1)
-            torch._foreach_mul_(squares, beta2)
-            torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)
-            counts = [float(step) for step in steps]
-            step_sizes = [-(group["lr"] / (1 - beta1**n)) for n in counts]
-            denominators = torch._foreach_sqrt(squares)
-            torch._foreach_div_(denominators, [(1 - beta2**n) ** 0.5 for n in counts])
-            torch._foreach_add_(denominators, group["eps"])
-            torch._foreach_addcdiv_(params, averages, denominators, step_sizes)
+    def _update(self, group, params, grads, slots) -> None:
+        (beta1, beta2), steps = group["betas"], [s["step"] for s in slots]
+        torch._foreach_add_(steps, 1)
+        averages, squares = [s["exp_avg"] for s in slots], [s["exp_avg_sq"] for s in slots]
+        torch._foreach_lerp_(averages, grads, 1 - beta1)
+        torch._foreach_mul_(squares, beta2)
+        torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)
+        counts = [float(step) for step in steps]
+        step_sizes = [-(group["lr"] / (1 - beta1**n)) for n in counts]
+        denominators = torch._foreach_sqrt(squares)
+        torch._foreach_div_(denominators, [(1 - beta2**n) ** 0.5 for n in counts])
+        torch._foreach_add_(denominators, group["eps"])
+        torch._foreach_addcdiv_(params, averages, denominators, step_sizes)
