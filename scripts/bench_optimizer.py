@@ -3,10 +3,10 @@
 and the time of one update, on one thread.
 
 Start-up: a fresh Python process imports torch, builds the optimiser and takes one step (what
-every training rank does before its first batch); the processes of the two ways alternate.
+every training rank does before its first batch); the processes of the four ways alternate.
 Update: one ``step()`` on the parameters of the shipped networks, the regressor's (2,049
 weights in 4 tensors, input 51x25) and the 3DGAN's generator and discriminator
-(configs/gan3d.yaml), rounds alternating the two ways; a round's time is the median of its
+(configs/gan3d.yaml), rounds alternating the ways' order; a round's time is the median of its
 steps. The table gives the median and [min, max] over rounds.
 
     python scripts/bench_optimizer.py [--rounds 5] [--steps 200]

@@ -446,7 +446,8 @@ def test_a_gan_run_refused_for_its_rank_layout_leaves_the_directory_as_it_was(
     named = tmp_path / "new" / "run"
     args = ["-m", "evogan", "train", GAN_CONFIG, "--run-dir", str(named)]
     args += ["--set", "trainer.mode=arar", "--set", f"trainer.group_size={bad}"]
-    args += ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=1"]  # if it ran
+    # one step, should the refusal ever not come
+    args += ["--set", "trainer.epochs=1", "--set", "trainer.steps_per_epoch=1"]
     done = mpirun(ranks, args)
     assert done.returncode == EXIT_USER_ERROR, done.stderr[-3000:]
     assert f"got group_size = {bad} with {ranks} ranks per island" in done.stderr
