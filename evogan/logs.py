@@ -103,25 +103,37 @@ def hint(text: str) -> None:
 
 
 class _Labelled(io.TextIOBase):
-    """A text stream that starts every line with ``label``."""
+    """A text stream that starts every line with ``label`` and passes on whole lines: ``print``
+    writes a line's text and its end in two calls, and another thread writing to the same
+    stream between them (the search's "candidate k of N" lines) would split the line. A partial
+    line goes on when flushed."""
 
     def __init__(self, stream: TextIO, label: str) -> None:
         self.stream = stream
         self.label = label
         self.fresh = True
+        self.pending = ""
 
     def write(self, text: str) -> int:
+        whole, newline, self.pending = (self.pending + text).rpartition("\n")
+        if newline:
+            self._pass_on(whole + newline)
+        return len(text)
+
+    def flush(self) -> None:
+        self._pass_on(self.pending)
+        self.pending = ""
+        self.stream.flush()
+
+    def _pass_on(self, text: str) -> None:
         pieces = []
         for piece in text.splitlines(keepends=True):
             if self.fresh:
                 pieces.append(self.label)
             pieces.append(piece)
             self.fresh = piece.endswith("\n")
-        self.stream.write("".join(pieces))
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
+        if pieces:
+            self.stream.write("".join(pieces))
 
 
 class _Display(io.TextIOBase):
@@ -166,5 +178,9 @@ def survive_closed_stdout() -> None:
 def labelled_stdout(label: str) -> Iterator[None]:
     """Prefix every line printed in the block with ``label`` (``[group 2] epoch 1/3: ...``):
     several rank groups share one log, and a line must say which group wrote it."""
-    with redirect_stdout(_Labelled(sys.stdout, label)):
-        yield
+    labelled = _Labelled(sys.stdout, label)
+    try:
+        with redirect_stdout(labelled):
+            yield
+    finally:
+        labelled.flush()

@@ -137,6 +137,26 @@ def test_labelled_stdout_prefixes_every_line(capsys) -> None:
     ]
 
 
+def test_a_labelled_line_reaches_the_stream_whole(capsys) -> None:
+    """``print`` writes a line's text and its end in two calls; a line another thread writes
+    to the same stream between them (the search's candidate lines) must not split it."""
+    shared = sys.stdout
+    with labelled_stdout("[group 0] "):
+        sys.stdout.write("epoch 1/1: d_loss 1.0")
+        shared.write("search: candidate 1 of 8\n")
+        sys.stdout.write("\n")
+        print("flushed mid-line", end="", flush=True)
+        print(" and ended")
+        print("unended", end="")
+    print()
+    assert capsys.readouterr().out.splitlines() == [
+        "search: candidate 1 of 8",
+        "[group 0] epoch 1/1: d_loss 1.0",
+        "[group 0] flushed mid-line and ended",
+        "[group 0] unended",
+    ]
+
+
 OPTUNA_STUDY = (
     "from evogan.logs import route_optuna\n"
     "route_optuna()\n"
